@@ -1,0 +1,22 @@
+# Two commands: `make demo` trains LeNet on the bundled MNIST sample; `make test` runs the suite.
+BUILD ?= build
+CMAKE_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: demo test build setup clean
+
+demo: build
+	$(BUILD)/trainer --config configs/lenet.yaml --device cpu
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+build: setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+setup:
+	bash tools/setup.sh
+
+clean:
+	rm -rf $(BUILD)

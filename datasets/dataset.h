@@ -1,0 +1,53 @@
+// Dataset: decoded samples held in memory as uint8, and the batches cut from them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/tensor.h"
+
+namespace tandem {
+
+struct Dataset {
+  std::string name;                      // "mnist train (datasets/mnist-sample)"
+  Shape sample_shape;                    // (C,H,W)
+  int classes = 0;
+  std::vector<std::string> class_names;  // "0".."9" where the format has no names
+  std::vector<uint8_t> images;           // size() * sample_shape.numel() bytes, NCHW
+  std::vector<int32_t> labels;           // size() entries in [0, classes)
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+struct DataSplits {
+  Dataset train, test;
+};
+
+// Loads both splits of the configured data set and checks them against the model's input shape
+// (C,H,W) and class count. Throws DataError naming the file (and record) on any problem.
+DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes);
+
+// Cuts a data set into batches of normalised fp32 samples, in an order shuffled per epoch from
+// the seed: the same seed gives the same batches on every device.
+class Batcher {
+ public:
+  Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
+          std::vector<float> mean, std::vector<float> std, bool drop_last = false);
+  int64_t batches_per_epoch() const;
+  // Starts epoch e (0-based): fixes the sample order.
+  void start_epoch(int64_t epoch);
+  // Fills batch b of the current epoch: images (n*C*H*W floats) and labels (n); returns n.
+  int64_t fill(int64_t b, float* images, int32_t* labels) const;
+
+ private:
+  const Dataset& data_;
+  int64_t batch_size_;
+  bool shuffle_;
+  uint64_t seed_;
+  std::vector<float> scale_, shift_;  // per channel: x * scale + shift == (x/255 - mean) / std
+  bool drop_last_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,143 @@
+// The Backend interface: every op a layer, loss or optimizer needs, on one device's memory.
+//
+// Conventions: outputs first, then inputs, then parameters; all tensors are dense row-major fp32
+// (labels int32) in NCHW order and live on this backend. A backend never knows which layer calls
+// it; stateful objects (oneDNN primitives, cuDNN descriptors and algorithms, workspaces) are cached
+// inside the backend, keyed by shape, never rebuilt every step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace tandem {
+
+struct Conv2dParams {
+  int stride_h = 1, stride_w = 1;
+  int pad_h = 0, pad_w = 0;
+  int dilation_h = 1, dilation_w = 1;
+};
+
+enum class PoolMode { kMax, kAverage };  // average excludes padding from the divisor
+
+struct Pool2dParams {
+  PoolMode mode = PoolMode::kMax;
+  int kernel_h = 2, kernel_w = 2;
+  int stride_h = 2, stride_w = 2;
+  int pad_h = 0, pad_w = 0;
+};
+
+enum class Activation { kRelu, kLeakyRelu, kSigmoid, kTanh };
+
+struct SgdParams {
+  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f;
+  bool nesterov = false;
+};
+
+struct AdamParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+  bool decoupled = false;  // AdamW: decay the weights directly instead of adding to the gradient
+  int64_t step = 1;        // 1-based step count for bias correction
+};
+
+// Output spatial size of a convolution or pooling window (floor mode).
+inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int dilation = 1) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// Rows of the start-up table: ("Device", "NVIDIA H200"), ("BLAS", "oneDNN 2.6.3"), ...
+using InfoRows = std::vector<std::pair<std::string, std::string>>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu", "gpu"
+  virtual InfoRows info() const = 0;
+  // What ran the op last called for each kind and shape, e.g. "jit:avx512_core" (--log-placement).
+  virtual std::vector<std::string> placement_log() const { return {}; }
+
+  // --- memory ---
+  // At least `bytes`, 64-byte aligned, freed when the last reference goes.
+  virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
+  virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
+  virtual void fill(Tensor& t, float value) = 0;
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;        // same numel
+  virtual void synchronize() {}
+  virtual size_t peak_memory_bytes() const = 0;
+  virtual void reset_peak_memory() = 0;
+
+  // --- linear algebra ---
+  // c (M,N) = alpha * op(a) * op(b) + beta * c, op(a) (M,K), op(b) (K,N); 2-D row-major tensors.
+  virtual void gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                    float alpha, float beta) = 0;
+  // y (N,C,...) += b (C) broadcast over every axis but the channel axis 1.
+  virtual void bias_add(Tensor& y, const Tensor& b) = 0;
+  // db (C) = sum of dy (N,C,...) over every axis but 1.
+  virtual void bias_backward(Tensor& db, const Tensor& dy) = 0;
+  // y = a + b, elementwise, same shapes (y may alias a or b).
+  virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+
+  // --- convolution (cross-correlation, like every framework) ---
+  // x (N,C,H,W), w (K,C,R,S), b (K) or null, y (N,K,P,Q).
+  virtual void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                              const Conv2dParams& p) = 0;
+  // dx (N,C,H,W) from dy (N,K,P,Q) and w (K,C,R,S).
+  virtual void conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                                    const Conv2dParams& p) = 0;
+  // dw (K,C,R,S) from dy (N,K,P,Q) and x (N,C,H,W); overwrites dw.
+  virtual void conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                                      const Conv2dParams& p) = 0;
+
+  // --- pooling ---
+  // x (N,C,H,W) -> y (N,C,P,Q).
+  virtual void pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) = 0;
+  // dx (N,C,H,W) from dy, x and y; max pooling routes each gradient to the first maximum.
+  virtual void pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                               const Pool2dParams& p) = 0;
+
+  // --- activations (elementwise, any shape; y may alias x in forward) ---
+  // alpha: the negative slope of leaky relu, ignored otherwise.
+  virtual void activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) = 0;
+  // dx from dy, the forward input x and output y (relu-like use x, sigmoid/tanh use y).
+  virtual void activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                   Activation a, float alpha) = 0;
+
+  // --- losses and metrics ---
+  // logits (N,C), labels int32 (N) -> probs (N,C) softmax, loss (1) mean cross-entropy over N.
+  // Throws DataError naming the sample when a label is outside [0, C).
+  virtual void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
+                                             const Tensor& labels) = 0;
+  // dlogits (N,C) = (probs - onehot(labels)) / N.
+  virtual void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
+                                              const Tensor& labels) = 0;
+  // pred (N,C), labels (N) -> loss (1) = mean over N*C of (pred - onehot(labels))^2.
+  virtual void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) = 0;
+  // dpred = 2 (pred - onehot(labels)) / (N*C).
+  virtual void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) = 0;
+  // correct (1) = number of rows of scores (N,C) whose first maximum is at labels[n].
+  virtual void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) = 0;
+
+  // --- dropout ---
+  // mask[i] = (philox_uniform(seed, offset, i) >= p) / (1 - p); y = x * mask. Same mask on every
+  // backend for the same (seed, offset).
+  virtual void dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,
+                               uint64_t offset) = 0;
+  virtual void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) = 0;
+
+  // --- optimizer updates (in place on w and the state tensors) ---
+  virtual void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) = 0;
+  virtual void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
+                           const AdamParams& p) = 0;
+
+  // Number of non-finite (NaN or Inf) entries of t.
+  virtual int64_t count_nonfinite(const Tensor& t) = 0;
+};
+
+}  // namespace tandem

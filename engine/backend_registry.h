@@ -1,0 +1,34 @@
+// The backend registry: backends are picked once, at run time, by name ("cpu", "gpu").
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace tandem {
+
+struct BackendOptions {
+  int threads = 0;          // CPU threads; 0 = every core
+  int device_index = 0;     // GPU index
+  bool deterministic = false;
+  bool tf32 = false;
+  size_t workspace_bytes = 256u << 20;  // GPU convolution workspace limit
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+
+// Registers a backend under a name; a later registration of the same name replaces it.
+void register_backend(const std::string& name, BackendFactory factory);
+// Creates the named backend; throws UsageError listing the known names when there is none.
+std::unique_ptr<Backend> create_backend(const std::string& name, const BackendOptions& options);
+std::vector<std::string> backend_names();
+
+// Registers every backend this build contains (cpu always; gpu when built with CUDA, otherwise a
+// "gpu" entry that explains how to get one). Defined in tools/builtin_backends.cpp, the one place
+// that knows which backends were compiled in.
+void register_builtin_backends();
+
+}  // namespace tandem

@@ -1,0 +1,120 @@
+// The run's configuration: a YAML model file read under strict rules, then command-line overrides.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "engine/tensor.h"
+
+namespace tandem {
+
+// A YAML mapping read strictly: every key read is recorded, finish() rejects any other key, and
+// every error names the file, the 1-based line and column, the context and what was expected.
+class ConfigMap {
+ public:
+  ConfigMap() = default;
+  // context: "layer 3 (conv2d)", "train.optimizer", ...; node must be a mapping (or null: empty).
+  ConfigMap(YAML::Node node, std::string file, std::string context);
+
+  bool has(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback);
+  int64_t require_int(const std::string& key);
+  double get_double(const std::string& key, double fallback);
+  double require_double(const std::string& key);
+  bool get_bool(const std::string& key, bool fallback);
+  std::string get_string(const std::string& key, const std::string& fallback);
+  std::string require_string(const std::string& key);
+  // A value that must be one of `choices`.
+  std::string get_choice(const std::string& key, const std::string& fallback,
+                         const std::vector<std::string>& choices);
+  // An int or a list of ints of length n ([h, w] pairs): "kernel: 3" == "kernel: [3, 3]".
+  std::vector<int64_t> get_ints(const std::string& key, std::vector<int64_t> fallback,
+                                size_t n = 0);
+  std::vector<double> get_doubles(const std::string& key, std::vector<double> fallback);
+  ConfigMap map(const std::string& key);  // a nested mapping (empty when absent)
+  YAML::Node node(const std::string& key);  // raw access, marks the key as read
+
+  // Rejects keys that were never read: "unknown key 'filter' ...; expected one of: ...".
+  void finish() const;
+  // Throws ConfigError at the key's position (or the mapping's, when key is empty).
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  std::string where(const std::string& key = "") const;  // "file:line:col: context"
+  const std::string& file() const { return file_; }
+  const std::string& context() const { return context_; }
+
+ private:
+  YAML::Node lookup(const std::string& key) const;
+  YAML::Node node_;
+  std::string file_, context_;
+  mutable std::set<std::string> read_;
+};
+
+struct LayerSpec {
+  std::string type;  // "conv2d"
+  int index = 0;     // 0-based position
+  std::string where; // "file:line:col" of the list item
+  ConfigMap args;    // the layer's keys (empty for "- relu")
+};
+
+struct DataConfig {
+  std::string format = "synthetic";  // mnist | cifar10 | image_folder | synthetic
+  std::string train_path, test_path; // resolved folders (mnist, cifar10, image_folder)
+  std::vector<float> mean, std;      // per channel, on [0,1] pixel values; empty: 0 and 1
+  Shape shape;                       // synthetic: sample shape (defaults to the model input)
+  int classes = 10;                  // synthetic
+  int64_t train_size = 1024, test_size = 256;  // synthetic
+  uint64_t seed = 0;                 // synthetic
+  std::string where;                 // "file:line:col" of the data section, for messages
+};
+
+struct OptimizerConfig {
+  std::string type = "sgd";  // sgd | adam | adamw
+  double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
+  bool nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+};
+
+struct ScheduleConfig {
+  std::string type = "constant";  // constant | step | multistep | cosine
+  int64_t step = 1;               // step: epochs between decays
+  double gamma = 0.1;
+  std::vector<int64_t> milestones;  // multistep: epochs
+  double min_lr = 0.0;              // cosine
+  int64_t warmup_epochs = 0;        // linear warm-up from lr/warmup to lr, any type
+};
+
+struct TrainConfig {
+  int64_t epochs = 1, batch_size = 64;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  uint64_t seed = 0;
+  int threads = 0;  // 0: every core
+  bool shuffle = true;
+  bool drop_last = false;
+};
+
+struct Config {
+  std::string file;  // the config file as given
+  std::string name;
+  Shape input;       // sample shape (C,H,W) or (features)
+  std::vector<LayerSpec> layers;
+  std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy | mse
+  DataConfig data;
+  TrainConfig train;
+  bool deterministic = false;
+  std::string precision = "fp32";  // fp32 | tf32
+  int64_t gpu_workspace_mb = 256;
+};
+
+// Reads and validates a config file; throws ConfigError ("file:line:col: ...") on any problem.
+Config load_config(const std::string& path);
+// The same from YAML text (tests); `file` names it in messages and anchors relative paths.
+Config parse_config(const std::string& text, const std::string& file);
+
+}  // namespace tandem

@@ -1,0 +1,60 @@
+// Graph: the model's layers in order, their activation buffers and parameters on one backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/layer.h"
+
+namespace tandem {
+
+struct SummaryRow {
+  int index;           // 1-based
+  std::string name;    // "conv2d_1"
+  std::string type;
+  Shape output;        // per sample
+  int64_t params;
+  int64_t flops;       // forward, per sample
+};
+
+class Graph {
+ public:
+  // Builds and checks the model of a config: layer types, keys and shapes. No backend yet.
+  explicit Graph(Config& config);
+
+  // Places the graph on a backend: parameters drawn from the seed (identical on every backend),
+  // activation and gradient buffers for batches of up to max_batch samples.
+  void allocate(Backend& backend, int64_t max_batch, uint64_t seed);
+
+  // The input buffer (max_batch, input...): upload a batch into input().prefix(n).
+  Tensor& input() { return acts_.front(); }
+  // x = input().prefix(n) -> logits (n, classes).
+  Tensor forward(Context& ctx, int64_t n);
+  // From dlogits (n, classes): every parameter's gradient.
+  void backward(Context& ctx, const Tensor& dlogits);
+
+  std::vector<Param*> params();
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  std::vector<SummaryRow> summary() const;
+  const Shape& input_shape() const { return input_shape_; }
+  int64_t classes() const { return classes_; }
+  int64_t max_batch() const { return max_batch_; }
+  int64_t parameter_count() const;
+  int64_t forward_flops() const;  // per sample
+
+  // Draws the initial values of every parameter on the host, in model order: stream k is the
+  // k-th parameter, so a seed gives the same weights on every device.
+  static std::vector<float> initial_values(const Param& p, uint64_t seed, uint64_t stream);
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Shape input_shape_;
+  int64_t classes_ = 0;
+  int64_t max_batch_ = 0;
+  std::vector<Tensor> acts_;   // acts_[0] input, acts_[i+1] output of layer i (max batch)
+  std::vector<Tensor> grads_;  // grads_[i] gradient of acts_[i]; grads_[0] unused
+};
+
+}  // namespace tandem

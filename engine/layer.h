@@ -1,0 +1,86 @@
+// Layer: one step of a model, written against the Backend interface only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/tensor.h"
+
+namespace tandem {
+
+// How a parameter's first values are drawn (from the engine's Philox RNG, on the host).
+enum class Init {
+  kZeros,
+  kOnes,
+  kHeNormal,       // N(0, 2/fan_in): layers followed by a relu-like activation
+  kHeUniform,      // U(+-sqrt(6/fan_in))
+  kGlorotNormal,   // N(0, 2/(fan_in+fan_out))
+  kGlorotUniform,  // U(+-sqrt(6/(fan_in+fan_out))): every other layer
+  kPytorch,        // U(+-1/sqrt(fan_in)), PyTorch's default for Linear and Conv2d
+};
+
+struct Param {
+  std::string name;  // "conv2d_1.weight"
+  Shape shape;
+  Init init = Init::kZeros;
+  int64_t fan_in = 1, fan_out = 1;
+  Tensor value;  // allocated by Graph::allocate on the graph's backend
+  Tensor grad;
+};
+
+// What a layer's forward and backward may know of the run.
+struct Context {
+  Backend& backend;
+  bool training = true;
+  uint64_t seed = 0;  // the run's seed (dropout masks)
+  uint64_t step = 0;  // the global training step, 0-based
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  virtual std::string type() const = 0;  // the config name: "conv2d"
+  const std::string& name() const { return name_; }  // "conv2d_1"
+  void set_name(std::string name) { name_ = std::move(name); }
+  int index() const { return index_; }  // position in the model, 0-based
+  void set_index(int i) { index_ = i; }
+
+  // Checks the input sample shape (no batch axis) and returns the output sample shape; declares
+  // the parameters. Throws ConfigError saying what was expected.
+  virtual Shape setup(const Shape& in) = 0;
+  // Allocates per-run state (dropout masks, ...) for batches of up to max_batch samples.
+  virtual void allocate(Backend&, int64_t /*max_batch*/) {}
+
+  // x (N, in...) -> y (N, out...), both allocated by the graph.
+  virtual void forward(Context& ctx, const Tensor& x, Tensor& y) = 0;
+  // Parameter gradients are overwritten; dx is null where no input gradient is needed (first layer).
+  virtual void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                        Tensor* dx) = 0;
+
+  // Forward multiply-adds count as 2 FLOPs; per sample.
+  virtual int64_t flops() const { return 0; }
+  // True where y is x reshaped (flatten): the graph then shares storage instead of copying.
+  virtual bool is_view() const { return false; }
+  // The default initialisation of weights, given the next layer's type.
+  virtual void choose_init(const std::string& /*next_type*/) {}
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  const Shape& input_shape() const { return in_; }
+  const Shape& output_shape() const { return out_; }
+
+ protected:
+  Param& add_param(std::string suffix, Shape shape, Init init, int64_t fan_in, int64_t fan_out);
+  Shape in_, out_;
+
+ private:
+  std::string name_;
+  int index_ = 0;
+  std::vector<Param> params_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,34 @@
+// A Keras-like progress bar on stdout: step/total, bar, ETA, loss, accuracy, images/s.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+class ProgressBar {
+ public:
+  // enabled false: prints nothing. On a terminal the line redraws in place; otherwise (logs, CI)
+  // a line is printed at every quarter of the epoch.
+  ProgressBar(int64_t total, bool enabled);
+  void update(int64_t done, double loss, double accuracy, double images_per_second);
+  // Ends the line with the epoch's summary text.
+  void finish(const std::string& summary);
+
+ private:
+  std::string line(int64_t done, double loss, double accuracy, double ips, bool final) const;
+  int64_t total_;
+  bool enabled_, tty_;
+  int64_t last_quarter_ = 0;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  double loss_ = 0, accuracy_ = 0, ips_ = 0;
+  int64_t done_ = 0;
+};
+
+// "3.2s", "1m 04s", "1h 02m"
+std::string format_duration(double seconds);
+// "12,345"
+std::string format_count(double v);
+
+}  // namespace tandem

@@ -1,0 +1,106 @@
+// Tables and metrics files.
+#include "engine/report.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+
+namespace tandem {
+
+namespace {
+bool numeric(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == ',' || c == '-' ||
+          c == '%' || c == 'x' || c == ' ' || c == 'e' || c == '+'))
+      return false;
+  return std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s[0] == '+';
+}
+// "576.0K", "1.2M": a number with an SI suffix.
+bool numeric_cell(const std::string& s) {
+  if (!s.empty() && std::string("KMGT").find(s.back()) != std::string::npos)
+    return numeric(s.substr(0, s.size() - 1));
+  return numeric(s);
+}
+}  // namespace
+
+std::string format_table(const Row& header, const std::vector<Row>& rows) {
+  std::vector<size_t> width(header.size(), 0);
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const Row& r : rows)
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  auto line = [&](const Row& r, bool head) {
+    std::string s;
+    for (size_t c = 0; c < width.size(); ++c) {
+      std::string cell = c < r.size() ? r[c] : "";
+      bool right = !head && c > 0 && numeric_cell(cell);
+      if (head && c > 0 && !rows.empty() && c < rows[0].size() && numeric_cell(rows[0][c])) right = true;
+      std::string pad(width[c] - cell.size(), ' ');
+      s += (c ? "  " : "") + (right ? pad + cell : cell + pad);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::string out = line(header, true);
+  size_t total = 0;
+  for (size_t w : width) total += w;
+  out += std::string(total + 2 * (width.size() - 1), '-') + "\n";
+  for (const Row& r : rows) out += line(r, false);
+  return out;
+}
+
+std::string format_pairs(const std::string& title, const InfoRows& rows) {
+  size_t w = 0;
+  for (const auto& [k, v] : rows) w = std::max(w, k.size());
+  std::string out = title + "\n";
+  for (const auto& [k, v] : rows) out += fmt::format("  {:<{}}  {}\n", k, w, v);
+  return out;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += c;
+    }
+  }
+  return out + "\"";
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) : out_(path), path_(path) {
+  csv_ = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
+  if (!out_)
+    throw UsageError("cannot write the metrics file '" + path + "'",
+                     "check that its folder exists and is writable");
+  if (csv_)
+    out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
+            "images_per_second,learning_rate,peak_memory_bytes\n";
+}
+
+void MetricsWriter::write(const EpochStats& e) {
+  if (csv_) {
+    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{}\n", e.device,
+                        e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
+                        e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes);
+  } else {
+    out_ << fmt::format(
+        "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {:.6g}, \"train_accuracy\": {:.6g}, "
+        "\"test_loss\": {:.6g}, \"test_accuracy\": {:.6g}, \"seconds\": {:.4f}, "
+        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}}}\n",
+        json_string(e.device), e.epoch, e.train_loss, e.train_accuracy, e.test_loss,
+        e.test_accuracy, e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes);
+  }
+  out_.flush();
+  if (!out_) throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
+}
+
+}  // namespace tandem

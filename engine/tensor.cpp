@@ -1,0 +1,53 @@
+// Shape arithmetic and Tensor views.
+#include "engine/tensor.h"
+
+#include "engine/backend.h"
+#include "engine/error.h"
+
+namespace tandem {
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int64_t d : dims_) n *= d;
+  return n;
+}
+
+Shape Shape::with_batch(int64_t n) const {
+  std::vector<int64_t> d{n};
+  d.insert(d.end(), dims_.begin(), dims_.end());
+  return Shape(std::move(d));
+}
+
+Shape Shape::without_batch() const {
+  TANDEM_CHECK(!dims_.empty(), "shape has no batch axis");
+  return Shape(std::vector<int64_t>(dims_.begin() + 1, dims_.end()));
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < dims_.size(); ++i) s += (i ? ", " : "") + std::to_string(dims_[i]);
+  return s + "]";
+}
+
+Tensor::Tensor(Backend& backend, Shape shape, DType dtype)
+    : backend_(&backend), shape_(std::move(shape)), dtype_(dtype) {
+  capacity_ = shape_.numel();
+  storage_ = backend.allocate(std::max<size_t>(bytes(), 4));
+  ptr_ = storage_.get();
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  TANDEM_CHECK(shape.numel() == numel(), "reshape " + shape_.str() + " to " + shape.str());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::prefix(int64_t n) const {
+  TANDEM_CHECK(shape_.rank() > 0 && n >= 0 && n <= shape_[0], "prefix of " + shape_.str());
+  Tensor t = *this;
+  t.shape_[0] = n;
+  return t;
+}
+
+}  // namespace tandem

@@ -1,0 +1,77 @@
+// Shape and Tensor: a dense row-major (NCHW) array whose storage is owned by a Backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+class Backend;
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+
+  int rank() const { return static_cast<int>(dims_.size()); }
+  int64_t operator[](int i) const { return dims_[i < 0 ? i + rank() : i]; }
+  int64_t& operator[](int i) { return dims_[i < 0 ? i + rank() : i]; }
+  int64_t numel() const;
+  const std::vector<int64_t>& dims() const { return dims_; }
+  // The same shape with a leading batch axis of size n: (C,H,W) -> (n,C,H,W).
+  Shape with_batch(int64_t n) const;
+  // The shape without its leading axis: (N,C,H,W) -> (C,H,W).
+  Shape without_batch() const;
+  std::string str() const;  // "[64, 1, 28, 28]"
+  bool operator==(const Shape& o) const { return dims_ == o.dims_; }
+  bool operator!=(const Shape& o) const { return dims_ != o.dims_; }
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+enum class DType { kF32, kI32 };
+inline size_t dtype_size(DType) { return 4; }
+
+// A Tensor is a cheap handle: copies share storage. Views (reshape, leading-axis prefix) share it too.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Backend& backend, Shape shape, DType dtype = DType::kF32);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return shape_.numel(); }
+  size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Backend& backend() const { return *backend_; }
+  int64_t dim(int i) const { return shape_[i]; }
+
+  // Raw pointers to backend memory (device memory for GPU tensors): for backend ops only.
+  float* data() { return static_cast<float*>(ptr_); }
+  const float* data() const { return static_cast<const float*>(ptr_); }
+  int32_t* data_i32() { return static_cast<int32_t*>(ptr_); }
+  const int32_t* data_i32() const { return static_cast<const int32_t*>(ptr_); }
+
+  // Same storage, another shape of the same number of elements.
+  Tensor reshape(Shape shape) const;
+  // The first n entries along the leading axis (a smaller last batch reuses the same buffers).
+  Tensor prefix(int64_t n) const;
+  // Capacity in elements of the underlying storage from this view's start.
+  int64_t capacity() const { return capacity_; }
+
+ private:
+  Backend* backend_ = nullptr;
+  std::shared_ptr<void> storage_;
+  void* ptr_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  int64_t capacity_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,206 @@
+// The training loop, evaluation and the throughput benchmark.
+#include "engine/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "engine/error.h"
+#include "engine/progress.h"
+#include "engine/rng.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
+                     uint64_t seed)
+    : graph_(graph),
+      loss_(loss),
+      backend_(backend),
+      optimizer_(opt, graph.params(), backend),
+      seed_(seed),
+      labels_(backend, Shape{graph.max_batch()}, DType::kI32),
+      dlogits_(backend, Shape{graph.max_batch(), graph.classes()}),
+      loss_value_(backend, Shape{1}),
+      correct_(backend, Shape{1}) {
+  loss_.allocate(backend, graph.max_batch(), graph.classes());
+}
+
+void TrainStep::upload(int64_t n, const float* images, const int32_t* labels) {
+  Tensor x = graph_.input().prefix(n);
+  Tensor y = labels_.prefix(n);
+  backend_.upload(x, images);
+  backend_.upload(y, labels);
+}
+
+void TrainStep::train(int64_t n, double lr, uint64_t step) {
+  Context ctx{backend_, true, seed_, step};
+  Tensor logits = graph_.forward(ctx, n);
+  Tensor labels = labels_.prefix(n);
+  Tensor dlogits = dlogits_.prefix(n);
+  loss_.forward(ctx, logits, labels, loss_value_);
+  backend_.accuracy(correct_, logits, labels);
+  loss_.backward(ctx, logits, labels, dlogits);
+  graph_.backward(ctx, dlogits);
+  optimizer_.step(lr);
+}
+
+void TrainStep::infer(int64_t n) {
+  Context ctx{backend_, false, seed_, 0};
+  Tensor logits = graph_.forward(ctx, n);
+  Tensor labels = labels_.prefix(n);
+  loss_.forward(ctx, logits, labels, loss_value_);
+  backend_.accuracy(correct_, logits, labels);
+}
+
+void TrainStep::read(double* loss, double* correct) {
+  float l = 0, c = 0;
+  backend_.download(&l, loss_value_);
+  backend_.download(&c, correct_);
+  *loss = l;
+  *correct = c;
+}
+
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch) {
+  EvalStats s;
+  const int64_t sample = step.input().numel() / step.input().dim(0);
+  std::vector<float> images(static_cast<size_t>(max_batch * sample));
+  std::vector<int32_t> labels(static_cast<size_t>(max_batch));
+  data.start_epoch(0);
+  double loss_sum = 0, correct_sum = 0;
+  for (int64_t b = 0; b < data.batches_per_epoch(); ++b) {
+    int64_t n = data.fill(b, images.data(), labels.data());
+    step.upload(n, images.data(), labels.data());
+    step.infer(n);
+    double loss, correct;
+    step.read(&loss, &correct);
+    loss_sum += loss * static_cast<double>(n);
+    correct_sum += correct;
+    s.samples += n;
+  }
+  if (s.samples) {
+    s.loss = loss_sum / static_cast<double>(s.samples);
+    s.accuracy = correct_sum / static_cast<double>(s.samples);
+  }
+  return s;
+}
+
+TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,
+                  BatchSource& train_data, BatchSource* test_data, const TrainOptions& options) {
+  TrainResult result;
+  const int64_t max_batch = graph.max_batch();
+  TrainStep step(graph, loss, backend, config.train.optimizer, config.train.seed);
+  const int64_t sample = graph.input_shape().numel();
+  std::vector<float> images(static_cast<size_t>(max_batch * sample));
+  std::vector<int32_t> labels(static_cast<size_t>(max_batch));
+  const int64_t batches = train_data.batches_per_epoch();
+  uint64_t global_step = 0;
+
+  for (int64_t epoch = 0; epoch < config.train.epochs; ++epoch) {
+    if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
+    backend.reset_peak_memory();
+    train_data.start_epoch(epoch);
+    ProgressBar bar(batches, options.progress);
+    auto start = Clock::now();
+    double loss_sum = 0, correct_sum = 0, lr = 0;
+    int64_t seen = 0;
+    bool stopped = false;
+    for (int64_t b = 0; b < batches; ++b) {
+      if (options.max_steps >= 0 && static_cast<int64_t>(global_step) >= options.max_steps) {
+        stopped = true;
+        break;
+      }
+      int64_t n = train_data.fill(b, images.data(), labels.data());
+      lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
+                         b, batches);
+      step.upload(n, images.data(), labels.data());
+      step.train(n, lr, global_step);
+      double l, correct;
+      step.read(&l, &correct);
+      if (!std::isfinite(l)) {
+        throw NumericsError(
+            fmt::format("the training loss became {} at step {} (epoch {}, batch {} of {})",
+                        std::isnan(l) ? "NaN" : "infinite", global_step + 1, epoch + 1, b + 1,
+                        batches),
+            fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10));
+      }
+      ++global_step;
+      result.step_losses.push_back(l);
+      loss_sum += l * static_cast<double>(n);
+      correct_sum += correct;
+      seen += n;
+      bar.update(b + 1, loss_sum / static_cast<double>(seen), correct_sum / static_cast<double>(seen),
+                 static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+    }
+    backend.synchronize();
+    EpochStats e;
+    e.device = options.device_label;
+    e.epoch = epoch + 1;
+    e.seconds = seconds_since(start);
+    e.train_loss = seen ? loss_sum / static_cast<double>(seen) : 0;
+    e.train_accuracy = seen ? correct_sum / static_cast<double>(seen) : 0;
+    e.images_per_second = static_cast<double>(seen) / std::max(1e-9, e.seconds);
+    e.learning_rate = lr;
+    if (test_data && test_data->size() > 0) {
+      EvalStats t = evaluate(step, *test_data, max_batch);
+      e.test_loss = t.loss;
+      e.test_accuracy = t.accuracy;
+    }
+    e.peak_memory_bytes = backend.peak_memory_bytes();
+    bar.finish(fmt::format(" - test_loss: {:.4f} - test_accuracy: {:.4f} - peak mem {:.1f} MB",
+                           e.test_loss, e.test_accuracy, e.peak_memory_bytes / 1048576.0));
+    result.epochs.push_back(e);
+    if (options.on_epoch) options.on_epoch(e);
+    if (stopped) break;
+  }
+  return result;
+}
+
+BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
+                  int64_t batch_size, int steps, int warmup, uint64_t seed) {
+  TrainStep step(graph, loss, backend, opt, seed);
+  const int64_t sample = graph.input_shape().numel();
+  // Random data (never all zeros: some kernels shortcut zeros), uploaded once, not timed.
+  std::vector<float> images(static_cast<size_t>(batch_size * sample));
+  std::vector<int32_t> labels(static_cast<size_t>(batch_size));
+  for (size_t i = 0; i < images.size(); ++i)
+    images[i] = static_cast<float>(philox_normal(seed, 0xBE5C, i));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<int32_t>(philox_uniform(seed, 0xBE5D, i) * graph.classes());
+  step.upload(batch_size, images.data(), labels.data());
+
+  auto time_steps = [&](auto&& fn) {
+    for (int i = 0; i < warmup; ++i) fn(i);
+    backend.synchronize();
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      auto t = Clock::now();
+      fn(warmup + i);
+      backend.synchronize();
+      ms.push_back(seconds_since(t) * 1e3);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  BenchResult r;
+  r.batch_size = batch_size;
+  r.warmup = warmup;
+  r.steps = steps;
+  // A small learning rate keeps the weights (and so the work) realistic over many steps.
+  r.train_ms = time_steps([&](int i) { step.train(batch_size, 1e-4, static_cast<uint64_t>(i)); });
+  r.infer_ms = time_steps([&](int) { step.infer(batch_size); });
+  r.train_images_per_second = static_cast<double>(batch_size) * 1e3 / r.train_ms;
+  r.infer_images_per_second = static_cast<double>(batch_size) * 1e3 / r.infer_ms;
+  return r;
+}
+
+}  // namespace tandem

@@ -1,0 +1,91 @@
+// The training loop: steps, epochs, evaluation, metrics; and the throughput benchmark.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/batch_source.h"
+#include "engine/config.h"
+#include "engine/graph.h"
+#include "engine/loss.h"
+#include "engine/optimizer.h"
+
+namespace tandem {
+
+struct EpochStats {
+  std::string device;
+  int64_t epoch = 0;  // 1-based
+  double train_loss = 0, train_accuracy = 0;
+  double test_loss = 0, test_accuracy = 0;
+  double seconds = 0;            // training time of the epoch (without evaluation)
+  double images_per_second = 0;  // training throughput
+  double learning_rate = 0;
+  size_t peak_memory_bytes = 0;
+};
+
+struct EvalStats {
+  double loss = 0, accuracy = 0;
+  int64_t samples = 0;
+};
+
+struct TrainOptions {
+  std::string device_label = "cpu";  // what the metrics and tables call this run
+  bool progress = true;              // the per-epoch progress bar
+  int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
+  std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
+};
+
+struct TrainResult {
+  std::vector<EpochStats> epochs;
+  std::vector<double> step_losses;  // every step's mini-batch loss, in order
+};
+
+// One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
+class TrainStep {
+ public:
+  TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
+            uint64_t seed);
+  Tensor& labels() { return labels_; }
+  Tensor& input() { return graph_.input(); }
+  // Uploads n samples (host floats and labels) into the batch buffers.
+  void upload(int64_t n, const float* images, const int32_t* labels);
+  // Forward, loss, backward and update on the first n samples of the batch buffers; the loss
+  // and correct count stay on the device until read().
+  void train(int64_t n, double lr, uint64_t step);
+  // Forward and loss only (evaluation / inference).
+  void infer(int64_t n);
+  // Downloads the last step's loss and number of correct predictions.
+  void read(double* loss, double* correct);
+
+ private:
+  Graph& graph_;
+  Loss& loss_;
+  Backend& backend_;
+  Optimizer optimizer_;
+  uint64_t seed_;
+  Tensor labels_, dlogits_, loss_value_, correct_;
+};
+
+// Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each.
+// Throws NumericsError when the loss stops being finite.
+TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,
+                  BatchSource& train_data, BatchSource* test_data, const TrainOptions& options);
+
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch);
+
+struct BenchResult {
+  int64_t batch_size = 0;
+  int warmup = 0, steps = 0;
+  double train_ms = 0, infer_ms = 0;  // medians per step
+  double train_images_per_second = 0, infer_images_per_second = 0;
+};
+
+// Throughput of training steps (forward, backward, update) and inference on random data, after
+// `warmup` steps that are not counted (primitive creation, algorithm search, allocation).
+BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
+                  int64_t batch_size, int steps, int warmup, uint64_t seed);
+
+}  // namespace tandem

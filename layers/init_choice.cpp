@@ -1,0 +1,25 @@
+// Weight initialisation choice per layer.
+#include "layers/init_choice.h"
+
+namespace tandem {
+
+std::string read_init(ConfigMap& args) {
+  if (!args.has("init")) {
+    args.get_string("init", "");  // marks the key as known
+    return "";
+  }
+  return args.get_choice("init", "",
+                         {"he_normal", "he_uniform", "glorot_normal", "glorot_uniform", "pytorch"});
+}
+
+Init resolve_init(const std::string& configured, const std::string& next_type) {
+  if (configured == "he_normal") return Init::kHeNormal;
+  if (configured == "he_uniform") return Init::kHeUniform;
+  if (configured == "glorot_normal") return Init::kGlorotNormal;
+  if (configured == "glorot_uniform") return Init::kGlorotUniform;
+  if (configured == "pytorch") return Init::kPytorch;
+  if (next_type == "relu" || next_type == "leaky_relu") return Init::kHeNormal;
+  return Init::kGlorotUniform;
+}
+
+}  // namespace tandem

@@ -1,0 +1,58 @@
+// Pooling layers through the backend's pool2d ops.
+#include "layers/pool2d.h"
+
+#include "engine/error.h"
+
+namespace tandem {
+
+Pool2d::Pool2d(ConfigMap& args, std::string type) : type_(std::move(type)) {
+  p_.mode = type_ == "maxpool" ? PoolMode::kMax : PoolMode::kAverage;
+  if (type_ == "global_avgpool") return;
+  if (!args.has("kernel")) args.fail("", "missing required key 'kernel' (e.g. kernel: 2)");
+  auto k = args.get_ints("kernel", {}, 2);
+  auto s = args.get_ints("stride", k, 2);
+  auto pad = args.get_ints("padding", {0, 0}, 2);
+  if (k[0] < 1 || k[1] < 1) args.fail("kernel", "expected a positive window size");
+  if (s[0] < 1 || s[1] < 1) args.fail("stride", "expected a positive stride");
+  if (pad[0] < 0 || pad[1] < 0) args.fail("padding", "expected zero or more padding");
+  if (pad[0] * 2 > k[0] || pad[1] * 2 > k[1])
+    args.fail("padding", "padding must be at most half the window");
+  p_.kernel_h = static_cast<int>(k[0]);
+  p_.kernel_w = static_cast<int>(k[1]);
+  p_.stride_h = static_cast<int>(s[0]);
+  p_.stride_w = static_cast<int>(s[1]);
+  p_.pad_h = static_cast<int>(pad[0]);
+  p_.pad_w = static_cast<int>(pad[1]);
+}
+
+Shape Pool2d::setup(const Shape& in) {
+  if (in.rank() != 3)
+    throw ConfigError(type_ + " expects an image input (channels, height, width), got " + in.str(),
+                      "pooling goes before '- flatten'");
+  if (type_ == "global_avgpool") {
+    p_.kernel_h = static_cast<int>(in[1]);
+    p_.kernel_w = static_cast<int>(in[2]);
+    p_.stride_h = p_.stride_w = 1;
+  }
+  if (p_.kernel_h > in[1] + 2 * p_.pad_h || p_.kernel_w > in[2] + 2 * p_.pad_w)
+    throw ConfigError("the pooling window " + std::to_string(p_.kernel_h) + "x" +
+                          std::to_string(p_.kernel_w) + " is larger than its input " +
+                          std::to_string(in[1]) + "x" + std::to_string(in[2]),
+                      "use a smaller window or remove a pooling layer before this one");
+  in_ = in;
+  out_ = Shape{in[0], conv_out_size(in[1], p_.kernel_h, p_.stride_h, p_.pad_h),
+               conv_out_size(in[2], p_.kernel_w, p_.stride_w, p_.pad_w)};
+  return out_;
+}
+
+void Pool2d::forward(Context& ctx, const Tensor& x, Tensor& y) {
+  ctx.backend.pool2d_forward(y, x, p_);
+}
+
+void Pool2d::backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (dx) ctx.backend.pool2d_backward(*dx, dy, x, y, p_);
+}
+
+int64_t Pool2d::flops() const { return out_.numel() * p_.kernel_h * p_.kernel_w; }
+
+}  // namespace tandem

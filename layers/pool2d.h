@@ -1,0 +1,28 @@
+// maxpool, avgpool and global_avgpool: one layer class, three config names (they differ only in
+// the window they use).
+#pragma once
+
+#include "engine/backend.h"
+#include "engine/config.h"
+#include "engine/layer.h"
+
+namespace tandem {
+
+class Pool2d : public Layer {
+ public:
+  // maxpool / avgpool keys: kernel (int or [h, w], required), stride (= kernel), padding (0).
+  // global_avgpool takes no keys: the window is the whole input.
+  Pool2d(ConfigMap& args, std::string type);
+  std::string type() const override { return type_; }
+  Shape setup(const Shape& in) override;
+  void forward(Context& ctx, const Tensor& x, Tensor& y) override;
+  void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  int64_t flops() const override;
+
+ private:
+  std::string type_;
+  Pool2dParams p_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,27 @@
+// Registers every layer type and loss of layers/ under its config name.
+#include "engine/layer_registry.h"
+#include "layers/activation.h"
+#include "layers/conv2d.h"
+#include "layers/dense.h"
+#include "layers/dropout.h"
+#include "layers/flatten.h"
+#include "layers/mse.h"
+#include "layers/pool2d.h"
+#include "layers/softmax_cross_entropy.h"
+
+namespace tandem {
+
+void register_builtin_layers() {
+  register_layer("dense", [](ConfigMap& a) { return std::make_unique<Dense>(a); });
+  register_layer("conv2d", [](ConfigMap& a) { return std::make_unique<Conv2d>(a); });
+  for (const char* t : {"maxpool", "avgpool", "global_avgpool"})
+    register_layer(t, [t](ConfigMap& a) { return std::make_unique<Pool2d>(a, t); });
+  for (const char* t : {"relu", "leaky_relu", "sigmoid", "tanh"})
+    register_layer(t, [t](ConfigMap& a) { return std::make_unique<ActivationLayer>(a, t); });
+  register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
+  register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });
+  register_loss("softmax_cross_entropy", [] { return std::make_unique<SoftmaxCrossEntropy>(); });
+  register_loss("mse", [] { return std::make_unique<Mse>(); });
+}
+
+}  // namespace tandem

@@ -1,0 +1,49 @@
+// The trainer's commands (train, bench, devices) as functions, so tests can run them in-process.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/backend_registry.h"
+#include "engine/config.h"
+
+namespace tandem {
+
+// Registers every backend and layer of this build (idempotent).
+void register_everything();
+bool build_has_cuda();  // tools/builtin_backends.cpp
+
+struct RunRequest {
+  std::string config_path;
+  std::vector<std::string> devices{"cpu"};  // "cpu", "cpu:2" (2 threads), "gpu", "gpu:1"
+  std::optional<int64_t> epochs, batch_size;
+  std::optional<double> lr;
+  std::optional<uint64_t> seed;
+  std::optional<int> threads;
+  std::optional<std::string> data;  // replaces data.path (both splits)
+  std::string metrics_path;
+  bool quiet = false;
+  // bench
+  int steps = 20, warmup = 5;
+  bool json = false;
+};
+
+// A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.
+struct DeviceSpec {
+  std::string backend;
+  int index = -1;  // cpu: threads; gpu: device index; -1: default
+  std::string label;  // as the user wrote it
+};
+DeviceSpec parse_device(const std::string& text);
+
+// The config with the command line's overrides applied (and checked).
+Config load_config_with_overrides(const RunRequest& request);
+BackendOptions backend_options(const Config& config, const DeviceSpec& device);
+
+int run_train(const RunRequest& request);
+int run_bench(const RunRequest& request);
+int run_devices(const RunRequest& request);
+
+}  // namespace tandem

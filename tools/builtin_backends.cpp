@@ -1,0 +1,47 @@
+// The one place that knows which backends this build contains.
+#include "cpu/cpu_backend.h"
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+#ifdef TANDEM_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace tandem {
+
+void register_builtin_backends() {
+  register_cpu_backend();
+#ifdef TANDEM_WITH_CUDA
+  register_cuda_backend();
+#else
+  register_backend("gpu", [](const BackendOptions&) -> std::unique_ptr<Backend> {
+    throw DeviceError("this build has no GPU backend (built without CUDA)",
+                      "rebuild with the CUDA toolkit and cuDNN installed (cmake -DTANDEM_CUDA=ON), "
+                      "or use --device cpu");
+  });
+#endif
+}
+
+bool build_has_cuda() {
+#ifdef TANDEM_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace tandem
+
+#include <ostream>
+
+namespace tandem {
+
+void print_gpu_devices(std::ostream& out) {
+#ifdef TANDEM_WITH_CUDA
+  out << "GPU\n  (device query not wired yet)\n";
+#else
+  out << "GPU\n  none usable: this build has no GPU backend (built without CUDA); rebuild with the "
+         "CUDA toolkit and cuDNN installed (cmake -DTANDEM_CUDA=ON) to train on a GPU\n";
+#endif
+}
+
+}  // namespace tandem

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tandem builds with (as root), or prints the command to run.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev
+          libdnnl-dev zlib1g-dev libgtest-dev ccache)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "tandem setup: missing Debian packages: ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+  echo "tandem setup: run this as root, then build again:"
+  echo "  sudo apt-get update && sudo apt-get install -y ${missing[*]}"
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

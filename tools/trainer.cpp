@@ -1,0 +1,158 @@
+// trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/error.h"
+#include "tools/app.h"
+
+namespace {
+
+constexpr const char* kHelp = R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
+
+usage:
+  trainer --config FILE [--device cpu|gpu] [flags]     train and evaluate
+  trainer bench --config FILE [--device D] [--batch-size N] [--steps N] [--warmup N] [--json]
+  trainer devices                                      what this machine has
+  trainer --help | --version
+
+devices: cpu, cpu:THREADS, gpu, gpu:INDEX
+
+flags (override the config):
+  --epochs N         epochs to train
+  --batch-size N     samples per step
+  --lr X             learning rate
+  --seed N           seed of the weights, shuffling and dropout
+  --threads N        CPU threads (default: every core)
+  --data DIR         data folder (replaces data.path)
+  --metrics FILE     per-epoch metrics, JSON lines (or CSV when FILE ends in .csv)
+  --quiet            no start-up table and no progress bar
+  --log-level L      trace, debug, info, warn (default), error, off
+
+bench: throughput of training steps (forward, backward, update) and of inference on random
+data, median of --steps steps (20) after --warmup steps (5) that are not counted.
+
+exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
+6 loss became NaN/Inf; 70 internal error.
+)";
+
+int parse_int(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    long long n = std::stoll(v, &used);
+    if (used == v.size()) return static_cast<int>(n);
+  } catch (const std::exception&) {
+  }
+  throw tandem::UsageError(flag + " expects an integer, got '" + v + "'");
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw tandem::UsageError(flag + " expects a number, got '" + v + "'");
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::string command = "train";
+  size_t i = 0;
+  if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train")) {
+    command = args[0];
+    i = 1;
+  }
+  tandem::RunRequest r;
+  spdlog::set_level(spdlog::level::warn);
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= args.size()) throw tandem::UsageError(a + " needs a value", "see trainer --help");
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kHelp, stdout);
+      return 0;
+    } else if (a == "--version") {
+      fmt::print("tandem {}\n", TANDEM_VERSION);
+      return 0;
+    } else if (a == "--config" || a == "-c") {
+      r.config_path = value();
+    } else if (a == "--device") {
+      r.devices = split(value(), ',');
+    } else if (a == "--epochs") {
+      r.epochs = parse_int(a, value());
+    } else if (a == "--batch-size") {
+      r.batch_size = parse_int(a, value());
+    } else if (a == "--lr") {
+      r.lr = parse_double(a, value());
+    } else if (a == "--seed") {
+      r.seed = static_cast<uint64_t>(parse_int(a, value()));
+    } else if (a == "--threads") {
+      r.threads = parse_int(a, value());
+    } else if (a == "--data") {
+      r.data = value();
+    } else if (a == "--metrics") {
+      r.metrics_path = value();
+    } else if (a == "--quiet" || a == "-q") {
+      r.quiet = true;
+    } else if (a == "--log-level") {
+      std::string l = value();
+      auto level = spdlog::level::from_str(l);
+      if (level == spdlog::level::off && l != "off")
+        throw tandem::UsageError("unknown log level '" + l + "'",
+                                 "use trace, debug, info, warn, error or off");
+      spdlog::set_level(level);
+    } else if (command == "bench" && a == "--steps") {
+      r.steps = parse_int(a, value());
+    } else if (command == "bench" && a == "--warmup") {
+      r.warmup = parse_int(a, value());
+    } else if (command == "bench" && a == "--json") {
+      r.json = true;
+    } else {
+      throw tandem::UsageError("unknown argument '" + a + "'", "see trainer --help");
+    }
+  }
+  tandem::register_everything();
+  if (command == "devices") return tandem::run_devices(r);
+  if (command == "bench") return tandem::run_bench(r);
+  return tandem::run_train(r);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const tandem::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "\nerror: {}\n", e.cause());
+    if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+    return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "\nerror: out of host memory\nhint: try a smaller --batch-size\n");
+    return static_cast<int>(tandem::ExitCode::kDevice);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "\nerror: internal error: {}\nhint: please report this with the command line\n",
+               e.what());
+    return static_cast<int>(tandem::ExitCode::kInternal);
+  }
+}
