@@ -26,6 +26,9 @@ struct DataSplits {
 
 // Loads both splits of the configured data set and checks them against the model's input shape
 // (C,H,W) and class count. Throws DataError naming the file (and record) on any problem.
+// A flat model input (C*H*W) also accepts (C,H,W) samples: the batches hold the same floats.
+// format: mnist, cifar10, synthetic (image_folder is not supported yet); test_path empty: the test
+// split is read from train_path. classes <= 0 skips the label check.
 DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes);
 
 // Cuts a data set into batches of normalised fp32 samples, in an order shuffled per epoch from

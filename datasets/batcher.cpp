@@ -1,0 +1,105 @@
+// Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data.
+#include <algorithm>
+
+#include "datasets/dataset.h"
+#include "engine/error.h"
+#include "engine/rng.h"
+
+namespace tandem {
+
+namespace {
+
+// Channels of a sample shape: C of (C,H,W); one for any other rank.
+int64_t channels_of(const Shape& s) { return s.rank() == 3 ? s[0] : 1; }
+
+// Random word k of stream (key, stream).
+uint32_t philox_word(uint64_t key, uint64_t stream, uint64_t k) {
+  uint64_t block = k >> 2;
+  Philox4 r =
+      philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                    static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), key);
+  return r.v[k & 3];
+}
+
+}  // namespace
+
+Batcher::Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
+                 std::vector<float> mean, std::vector<float> std, bool drop_last)
+    : data_(data), batch_size_(batch_size), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {
+  if (batch_size <= 0)
+    throw DataError("the batch size must be positive, got " + std::to_string(batch_size),
+                    "set train.batch_size (or --batch-size) to a positive number");
+  const int64_t c = channels_of(data.sample_shape);
+  auto expand = [&](std::vector<float> v, float fallback, const char* key) {
+    if (v.empty()) return std::vector<float>(static_cast<size_t>(c), fallback);
+    if (v.size() == 1) return std::vector<float>(static_cast<size_t>(c), v[0]);
+    if (static_cast<int64_t>(v.size()) != c)
+      throw DataError("data.normalize." + std::string(key) + " has " + std::to_string(v.size()) +
+                          " values but the " + data.name + " samples have " + std::to_string(c) +
+                          " channels",
+                      "give one value for every channel, or a single value for all");
+    return v;
+  };
+  mean = expand(std::move(mean), 0.0f, "mean");
+  std = expand(std::move(std), 1.0f, "std");
+  for (int64_t i = 0; i < c; ++i) {
+    if (!(std[i] > 0.0f))
+      throw DataError("data.normalize.std[" + std::to_string(i) + "] is " + std::to_string(std[i]) +
+                          ", not a positive number",
+                      "give the standard deviation of the pixel values on [0, 1], e.g. 0.3081");
+    // (x/255 - mean) / std == x * scale + shift.
+    scale_.push_back(1.0f / (255.0f * std[i]));
+    shift_.push_back(-mean[i] / std[i]);
+  }
+  start_epoch(0);
+}
+
+int64_t Batcher::batches_per_epoch() const {
+  const int64_t n = data_.size();
+  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+}
+
+void Batcher::start_epoch(int64_t epoch) {
+  const int64_t n = data_.size();
+  order_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order_[i] = i;
+  if (!shuffle_) return;
+  // Fisher-Yates, drawn from Philox (key = seed, stream = epoch) rather than std::shuffle, whose
+  // output differs between standard libraries. Index j in [0, i] by Lemire's multiply-shift: the
+  // bias, below n / 2^32, is far too small to matter for a training order.
+  const uint64_t stream = static_cast<uint64_t>(epoch);
+  for (int64_t i = n - 1; i > 0; --i) {
+    uint32_t r = philox_word(seed_, stream, static_cast<uint64_t>(n - 1 - i));
+    int64_t j =
+        static_cast<int64_t>((static_cast<uint64_t>(r) * static_cast<uint64_t>(i + 1)) >> 32);
+    std::swap(order_[i], order_[j]);
+  }
+}
+
+int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
+  TANDEM_CHECK(b >= 0 && b < batches_per_epoch(),
+               "batch " + std::to_string(b) + " of " + std::to_string(batches_per_epoch()));
+  const int64_t first = b * batch_size_;
+  const int64_t n = std::min(batch_size_, data_.size() - first);
+  const int64_t numel = data_.sample_shape.numel();
+  const int64_t c = static_cast<int64_t>(scale_.size());
+  const int64_t plane = numel / c;
+  const uint8_t* src = data_.images.data();
+  const float* scale = scale_.data();
+  const float* shift = shift_.data();
+#pragma omp parallel for schedule(static) if (n * numel > (1 << 16))
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t s = order_[first + k];
+    labels[k] = data_.labels[s];
+    const uint8_t* __restrict in = src + s * numel;
+    float* __restrict out = images + k * numel;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float a = scale[ch], o = shift[ch];
+      for (int64_t i = ch * plane; i < (ch + 1) * plane; ++i)
+        out[i] = static_cast<float>(in[i]) * a + o;
+    }
+  }
+  return n;
+}
+
+}  // namespace tandem

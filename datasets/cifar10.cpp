@@ -1,0 +1,95 @@
+// CIFAR-10 reader: the binary batches (3073-byte records: a label byte, then 3x32x32 CHW bytes).
+#include "datasets/cifar10.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "datasets/file_io.h"
+#include "engine/error.h"
+
+namespace tandem {
+
+namespace {
+
+constexpr int64_t kPixels = 3 * 32 * 32;
+constexpr int64_t kRecord = 1 + kPixels;
+
+const char* kHint =
+    "download the CIFAR-10 binary version and point data.path at the folder holding "
+    "data_batch_1.bin .. data_batch_5.bin and test_batch.bin";
+
+}  // namespace
+
+Dataset load_cifar10(const std::string& folder, bool train, int classes) {
+  const std::string what = train ? "train" : "test";
+  data_io::require_folder(folder, "CIFAR-10 " + what, kHint);
+  std::vector<std::string> names;
+  if (train)
+    for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");
+  else
+    names.push_back("test_batch.bin");
+
+  // The archive unpacks into cifar-10-batches-bin/: accept the folder above it too.
+  std::string dir = folder;
+  std::string nested = data_io::join(folder, "cifar-10-batches-bin");
+  std::error_code ec;
+  if (data_io::find_first(folder, {names[0]}).empty() && std::filesystem::is_directory(nested, ec))
+    dir = nested;
+
+  std::string missing;
+  int n_missing = 0;
+  for (const std::string& name : names)
+    if (data_io::find_first(dir, {name}).empty()) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      ++n_missing;
+    }
+  if (n_missing)
+    throw DataError("the CIFAR-10 " + what + " data in '" + dir +
+                        "' is incomplete: " + (n_missing == 1 ? "batch " : "batches ") + missing +
+                        (n_missing == 1 ? " is" : " are") + " missing",
+                    kHint);
+
+  Dataset d;
+  d.name = "cifar10 " + what + " (" + folder + ")";
+  d.sample_shape = Shape{3, 32, 32};
+  d.classes = 10;
+  d.class_names = {"airplane", "automobile", "bird",  "cat",  "deer",
+                   "dog",      "frog",       "horse", "ship", "truck"};
+  for (const std::string& name : names) {
+    std::string path = data_io::join(dir, name);
+    std::vector<uint8_t> bytes = data_io::read_file(path);
+    int64_t size = static_cast<int64_t>(bytes.size());
+    if (size == 0 || size % kRecord != 0)
+      throw DataError("'" + path + "' holds " + std::to_string(size) + " bytes, not a whole " +
+                          "number of 3073-byte CIFAR-10 records (" +
+                          std::to_string(size / kRecord) + " records and " +
+                          std::to_string(size % kRecord) + " bytes over)",
+                      std::string("download the file again (it is truncated or not a CIFAR-10 "
+                                  "binary batch); ") +
+                          kHint);
+    int64_t n = size / kRecord;
+    size_t at = d.images.size();
+    d.images.resize(at + static_cast<size_t>(n * kPixels));
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* rec = bytes.data() + r * kRecord;
+      int label = rec[0];
+      int limit = classes > 0 && classes < 10 ? classes : 10;
+      if (label >= limit)
+        throw DataError(
+            "label " + std::to_string(label) + " of record " + std::to_string(r) + " in '" + path +
+                "' is out of range: " +
+                (label >= 10 ? std::string("CIFAR-10 labels are 0..9")
+                             : "the model has " + std::to_string(classes) + " classes (labels 0.." +
+                                   std::to_string(classes - 1) + ")"),
+            label >= 10 ? std::string("the file is corrupt or not CIFAR-10 (CIFAR-100 "
+                                      "records are 3074 bytes); ") +
+                              kHint
+                        : "give the last dense layer 10 units");
+      d.labels.push_back(label);
+      std::memcpy(d.images.data() + at + r * kPixels, rec + 1, kPixels);
+    }
+  }
+  return d;
+}
+
+}  // namespace tandem
