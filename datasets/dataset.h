@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/batch_source.h"
 #include "engine/config.h"
 #include "engine/tensor.h"
 
@@ -33,15 +34,16 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
 
 // Cuts a data set into batches of normalised fp32 samples, in an order shuffled per epoch from
 // the seed: the same seed gives the same batches on every device.
-class Batcher {
+class Batcher : public BatchSource {
  public:
   Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
           std::vector<float> mean, std::vector<float> std, bool drop_last = false);
-  int64_t batches_per_epoch() const;
+  int64_t size() const override { return data_.size(); }
+  int64_t batches_per_epoch() const override;
   // Starts epoch e (0-based): fixes the sample order.
-  void start_epoch(int64_t epoch);
+  void start_epoch(int64_t epoch) override;
   // Fills batch b of the current epoch: images (n*C*H*W floats) and labels (n); returns n.
-  int64_t fill(int64_t b, float* images, int32_t* labels) const;
+  int64_t fill(int64_t b, float* images, int32_t* labels) const override;
 
  private:
   const Dataset& data_;

@@ -1,6 +1,7 @@
 // Strict YAML config reading: every key checked, every error placed at its file, line and column.
 #include "engine/config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -22,6 +23,26 @@ std::string scalar_text(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a mapping";
   return "nothing";
+}
+
+// Levenshtein distance, for "did you mean" suggestions on short key names.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+bool similar(const std::string& a, const std::string& b) {
+  return edit_distance(a, b) <= std::max<size_t>(1, std::min(a.size(), b.size()) / 4);
 }
 
 template <typename T>
@@ -83,8 +104,17 @@ int64_t ConfigMap::get_int(const std::string& key, int64_t fallback) {
   return v;
 }
 
+std::string ConfigMap::missing(const std::string& key, const std::string& what) const {
+  std::string s = "missing required key '" + key + "'" + what;
+  if (node_ && node_.IsMap())
+    for (auto it = node_.begin(); it != node_.end(); ++it)
+      if (similar(it->first.Scalar(), key))
+        s += "; did you mean '" + key + "' for '" + it->first.Scalar() + "'?";
+  return s;
+}
+
 int64_t ConfigMap::require_int(const std::string& key) {
-  if (!has(key)) fail("", "missing required key '" + key + "' (an integer)");
+  if (!has(key)) fail("", missing(key, " (an integer)"));
   return get_int(key, 0);
 }
 
@@ -98,7 +128,7 @@ double ConfigMap::get_double(const std::string& key, double fallback) {
 }
 
 double ConfigMap::require_double(const std::string& key) {
-  if (!has(key)) fail("", "missing required key '" + key + "' (a number)");
+  if (!has(key)) fail("", missing(key, " (a number)"));
   return get_double(key, 0);
 }
 
@@ -120,7 +150,7 @@ std::string ConfigMap::get_string(const std::string& key, const std::string& fal
 }
 
 std::string ConfigMap::require_string(const std::string& key) {
-  if (!has(key)) fail("", "missing required key '" + key + "'");
+  if (!has(key)) fail("", missing(key, ""));
   return get_string(key, "");
 }
 
@@ -192,9 +222,13 @@ void ConfigMap::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string key = it->first.Scalar();
     if (read_.count(key)) continue;
-    std::string known;
-    for (const auto& k : read_) known += (known.empty() ? "" : ", ") + k;
+    std::string known, guess;
+    for (const auto& k : read_) {
+      known += (known.empty() ? "" : ", ") + k;
+      if (guess.empty() && similar(k, key)) guess = k;
+    }
     throw ConfigError(where(key) + ": unknown key" +
+                          (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
                           (known.empty() ? "; this section takes no keys"
                                          : "; expected one of: " + known),
                       "check the spelling; see the config format in README.md");

@@ -50,6 +50,7 @@ class ConfigMap {
 
  private:
   YAML::Node lookup(const std::string& key) const;
+  std::string missing(const std::string& key, const std::string& what) const;
   YAML::Node node_;
   std::string file_, context_;
   mutable std::set<std::string> read_;

@@ -124,23 +124,6 @@ std::string schedule_text(const ScheduleConfig& s) {
   return t;
 }
 
-// A Batcher behind the trainer's BatchSource interface.
-class DatasetSource : public BatchSource {
- public:
-  DatasetSource(const Dataset& d, const Config& c, bool train)
-      : data_(d),
-        batcher_(d, c.train.batch_size, train && c.train.shuffle, c.train.seed, c.data.mean, c.data.std,
-                 train && c.train.drop_last) {}
-  int64_t size() const override { return data_.size(); }
-  int64_t batches_per_epoch() const override { return batcher_.batches_per_epoch(); }
-  void start_epoch(int64_t e) override { batcher_.start_epoch(e); }
-  int64_t fill(int64_t b, float* x, int32_t* y) const override { return batcher_.fill(b, x, y); }
-
- private:
-  const Dataset& data_;
-  Batcher batcher_;
-};
-
 }  // namespace
 
 int run_train(const RunRequest& r) {
@@ -165,7 +148,10 @@ int run_train(const RunRequest& r) {
   }
 
   graph.allocate(*backend, config.train.batch_size, config.train.seed);
-  DatasetSource train_src(data.train, config, true), test_src(data.test, config, false);
+  Batcher train_src(data.train, config.train.batch_size, config.train.shuffle, config.train.seed,
+                    config.data.mean, config.data.std, config.train.drop_last);
+  Batcher test_src(data.test, config.train.batch_size, false, config.train.seed, config.data.mean,
+                   config.data.std);
   std::unique_ptr<MetricsWriter> metrics;
   if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path);
   TrainOptions options;

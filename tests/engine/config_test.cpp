@@ -1,0 +1,155 @@
+// The config reader's contract: good configs parse; every bad one is refused with a message that
+// names the file, line and column, the layer and what was expected.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/config.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+
+namespace tandem {
+namespace {
+
+const char* kGood = R"(name: tiny
+input: {shape: [1, 8, 8]}
+layers:
+  - conv2d: {filters: 4, kernel: 3, padding: 1}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 10}
+data: {format: synthetic, train_size: 32, test_size: 8}
+train:
+  epochs: 2
+  batch_size: 16
+  optimizer: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true}
+  schedule: {type: multistep, milestones: [1], gamma: 0.5}
+  seed: 3
+)";
+
+// Parses and builds the graph (which checks layer types, keys and shapes); returns the error
+// message, or "" when the config is accepted.
+std::string error_of(const std::string& text) {
+  try {
+    Config c = parse_config(text, "bad.yaml");
+    Graph g(c);
+  } catch (const ConfigError& e) {
+    return e.cause() + " | hint: " + e.hint();
+  }
+  return "";
+}
+
+// The good config with one line replaced.
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(Config, GoodConfigParsesEveryField) {
+  Config c = parse_config(kGood, "good.yaml");
+  EXPECT_EQ(c.name, "tiny");
+  EXPECT_EQ(c.input, (Shape{1, 8, 8}));
+  ASSERT_EQ(c.layers.size(), 5u);
+  EXPECT_EQ(c.layers[2].type, "maxpool");
+  EXPECT_EQ(c.train.epochs, 2);
+  EXPECT_EQ(c.train.batch_size, 16);
+  EXPECT_DOUBLE_EQ(c.train.optimizer.lr, 0.1);
+  EXPECT_TRUE(c.train.optimizer.nesterov);
+  EXPECT_EQ(c.train.schedule.milestones, std::vector<int64_t>{1});
+  EXPECT_EQ(c.train.seed, 3u);
+  EXPECT_EQ(c.data.train_size, 32);
+  Graph g(c);
+  EXPECT_EQ(g.classes(), 10);
+  EXPECT_EQ(g.layers()[4]->input_shape(), (Shape{64}));
+}
+
+TEST(Config, ShippedConfigsLoadAndBuild) {
+  for (const char* name : {"lenet", "mlp", "cifar_cnn"}) {
+    Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
+    Graph g(c);
+    EXPECT_EQ(g.classes(), 10) << name;
+  }
+}
+
+TEST(Config, LeNetHasCaffesParameterCount) {
+  Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/lenet.yaml");
+  EXPECT_EQ(Graph(c).parameter_count(), 431080);
+}
+
+// Each bad config: the message must contain every expected fragment.
+struct BadConfig {
+  const char* name;
+  std::string text;
+  std::vector<std::string> expected;
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(ConfigErrors, AreRefusedWithTheirMessage) {
+  const BadConfig& bad = GetParam();
+  std::string e = error_of(bad.text);
+  ASSERT_FALSE(e.empty()) << "accepted: " << bad.text;
+  for (const std::string& part : bad.expected) EXPECT_NE(e.find(part), std::string::npos) << e;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Config, ConfigErrors,
+    ::testing::Values(
+        BadConfig{"MalformedYaml", with("input: {shape: [1, 8, 8]}", "input: {shape: [1, 8, 8]"),
+                  {"bad.yaml:3:", "malformed YAML"}},
+        BadConfig{"UnknownLayerType", with("- conv2d:", "- conv3d:"),
+                  {"bad.yaml:4:5: layer 1: unknown layer type 'conv3d'", "conv2d"}},
+        BadConfig{"MisspelledLayerKey", with("filters: 4", "filter: 4"),
+                  {"bad.yaml:4:13: layer 1 (conv2d)", "missing required key 'filters'",
+                   "did you mean 'filters' for 'filter'"}},
+        BadConfig{"UnknownLayerKey", with("padding: 1}", "padding: 1, strides: 2}"),
+                  {"bad.yaml:4:49: layer 1 (conv2d): 'strides': unknown key", "did you mean 'stride'"}},
+        BadConfig{"WrongTypeOfValue", with("filters: 4", "filters: four"),
+                  {"bad.yaml:4:14: layer 1 (conv2d): 'filters': expected an integer, got 'four'"}},
+        BadConfig{"PoolWindowLargerThanInput", with("maxpool: {kernel: 2}", "maxpool: {kernel: 9}"),
+                  {"bad.yaml:6:5: layer 3 (maxpool), input [4, 8, 8]",
+                   "pooling window 9x9 is larger than its input 8x8"}},
+        BadConfig{"KernelLargerThanInput", with("kernel: 3, padding: 1", "kernel: 11"),
+                  {"bad.yaml:4:5: layer 1 (conv2d)", "11x11 kernel is larger than its padded input 8x8"}},
+        BadConfig{"DenseOnImageInput", with("  - flatten\n", ""),
+                  {"bad.yaml:7:5: layer 4 (dense), input [4, 4, 4]", "flat input", "add '- flatten'"}},
+        BadConfig{"OutputNotFlat", with("  - flatten\n  - dense: {units: 10}\n", ""),
+                  {"bad.yaml", "the model's output must be flat", "[4, 4, 4]"}},
+        BadConfig{"SingleOutputClassifier", with("units: 10", "units: 1"),
+                  {"at least 2"}},
+        BadConfig{"MisspelledTrainKey", with("epochs: 2", "epoch: 2"),
+                  {"bad.yaml:11:3: train: 'epoch': unknown key", "did you mean 'epochs'"}},
+        BadConfig{"UnknownOptimizer", with("type: sgd", "type: sgdd"),
+                  {"bad.yaml:13:15: train.optimizer: 'type': unknown value 'sgdd'",
+                   "expected one of: sgd, adam, adamw"}},
+        BadConfig{"NegativeLearningRate", with("lr: 0.1", "lr: -0.1"),
+                  {"bad.yaml:13:26: train.optimizer: 'lr': expected a positive learning rate"}},
+        BadConfig{"MissingInput", with("input: {shape: [1, 8, 8]}\n", ""),
+                  {"bad.yaml", "missing 'input: {shape: [C, H, W]}'"}},
+        BadConfig{"TwoTypesInOneLayerItem", with("  - relu\n", "  - {relu: null, tanh: null}\n"),
+                  {"bad.yaml:5:5: layer 2: expected '- type' or '- type: {key: value, ...}'"}},
+        BadConfig{"KernelListOfWrongLength", with("kernel: 3,", "kernel: [3, 3, 3],"),
+                  {"bad.yaml:4:26: layer 1 (conv2d): 'kernel': expected 2 integers, got 3"}},
+        BadConfig{"NotABoolean", with("nesterov: true", "nesterov: maybe"),
+                  {"train.optimizer: 'nesterov': expected true or false, got 'maybe'"}},
+        BadConfig{"UnknownDataFormat", with("format: synthetic", "format: imagenet"),
+                  {"bad.yaml:9:8: data: 'format': unknown value 'imagenet'", "mnist, cifar10"}},
+        BadConfig{"LayersNotAList", "input: {shape: [1, 8, 8]}\nlayers: relu\n",
+                  {"'layers' must be a list"}},
+        BadConfig{"EmptyFile", "", {"bad.yaml: the config is empty"}}),
+    [](const ::testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
+
+TEST(ConfigErrors, MissingFileNamesIt) {
+  try {
+    load_config("/nonexistent/model.yaml");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(e.cause().find("cannot open config file '/nonexistent/model.yaml'"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,290 @@
+// Every layer's backward (input and parameter gradients) against central finite differences of
+// the layer's forward computed in double precision by the reference (tests/reference).
+//
+// The objective is L = sum(y * r) for a fixed random r, so dL/dy = r. The finite difference
+// (L(v+h) - L(v-h)) / (v+h - (v-h)) is taken at exactly representable fp32 points and evaluated
+// in double, so its only error is the O(h^2) truncation; the analytic gradient comes from the
+// layer's backward on the backend, in fp32. Inputs are kept away from the kinks of relu and max
+// pooling (Caffe's kink problem) so that h never straddles one.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+
+#include "engine/layer_registry.h"
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
+
+namespace tandem {
+namespace {
+
+using testing::Doubles;
+using testing::Floats;
+namespace ref = tandem::reference;
+
+// The layer's forward in double: x and the parameters' values -> y.
+using RefForward = std::function<Doubles(const Floats& x, const std::vector<Floats>& params)>;
+
+struct Case {
+  std::string name;
+  std::string yaml;  // "conv2d: {filters: 3, kernel: 3}"
+  Shape input;       // with the batch axis
+  RefForward forward;
+  bool kink_free_input = false;  // spread the input on a grid away from ties and zero
+};
+
+std::unique_ptr<Layer> build(const std::string& yaml, const Shape& sample) {
+  YAML::Node node = YAML::Load("[" + yaml + "]")[0];
+  LayerSpec spec;
+  spec.where = "test";
+  if (node.IsScalar()) {
+    spec.type = node.Scalar();
+    spec.args = ConfigMap(YAML::Node(YAML::NodeType::Null), "test", spec.type);
+  } else {
+    spec.type = node.begin()->first.Scalar();
+    spec.args = ConfigMap(node.begin()->second, "test", spec.type);
+  }
+  auto layer = make_layer(spec);
+  layer->set_name(spec.type);
+  layer->choose_init("");
+  layer->setup(sample);
+  return layer;
+}
+
+double objective(const Doubles& y, const Floats& r) {
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) s += y[i] * r[i];
+  return s;
+}
+
+// Central difference of L with respect to v[i], in double, at representable points.
+double finite_difference(Floats& v, size_t i, const std::function<double()>& loss) {
+  const float h = 1e-3f * std::max(1.f, std::abs(v[i]));
+  const float orig = v[i];
+  v[i] = orig + h;
+  const float up = v[i];
+  const double lp = loss();
+  v[i] = orig - h;
+  const float down = v[i];
+  const double lm = loss();
+  v[i] = orig;
+  return (lp - lm) / (static_cast<double>(up) - static_cast<double>(down));
+}
+
+// Compares an analytic gradient with finite differences at up to 60 spread-out entries.
+void check_gradient(const std::string& what, const Floats& analytic, Floats& values,
+                    const std::function<double()>& loss) {
+  ASSERT_EQ(analytic.size(), values.size()) << what;
+  double max_err = 0, scale = 1e-6;
+  const size_t step = std::max<size_t>(1, values.size() / 60);
+  for (size_t i = 0; i < values.size(); i += step) {
+    const double fd = finite_difference(values, i, loss);
+    max_err = std::max(max_err, std::abs(fd - analytic[i]));
+    scale = std::max(scale, std::abs(fd));
+  }
+  // fp32 backward against an O(h^2)-exact double difference.
+  EXPECT_LT(max_err / scale, 2e-3) << what << ": max error " << max_err << " of scale " << scale;
+}
+
+class LayerGradient : public testing::BackendTest {
+ protected:
+  void run(const Case& c) {
+    auto layer = build(c.yaml, c.input.without_batch());
+    Floats x = random(c.input.numel(), 11);
+    if (c.kink_free_input) {
+      // Distinct values 0.01 apart, none near zero: no ties in a pooling window, no relu kink.
+      std::vector<int64_t> idx(static_cast<size_t>(c.input.numel()));
+      std::iota(idx.begin(), idx.end(), 0);
+      std::mt19937 g(5);
+      std::shuffle(idx.begin(), idx.end(), g);
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = (static_cast<float>(idx[i]) - 0.5f * static_cast<float>(x.size()) + 0.5f) * 0.01f;
+    }
+    std::vector<Floats> params;
+    uint32_t seed = 20;
+    for (Param& p : layer->params()) {
+      params.push_back(random(p.shape.numel(), seed++, -0.5f, 0.5f));
+      p.value = upload(p.shape, params.back());
+      p.grad = output(p.shape);
+    }
+    const int64_t n = c.input[0];
+    layer->allocate(be(), n);
+    Tensor xt = upload(c.input, x);
+    Tensor yt = output(layer->output_shape().with_batch(n));
+    Context ctx{be(), true, 7, 3};
+    layer->forward(ctx, xt, yt);
+    const Floats r = random(yt.numel(), 99);
+    Tensor dy = upload(yt.shape(), r);
+    Tensor dx = output(c.input);
+    layer->backward(ctx, xt, yt, dy, &dx);
+
+    // The forward through the backend agrees with the reference too.
+    EXPECT_CLOSE(download(yt), c.forward(x, params)) << c.name << " forward";
+    auto loss = [&] { return objective(c.forward(x, params), r); };
+    check_gradient(c.name + " input", download(dx), x, loss);
+    for (size_t k = 0; k < params.size(); ++k)
+      check_gradient(c.name + " " + layer->params()[k].name, download(layer->params()[k].grad),
+                     params[k], loss);
+  }
+};
+
+Doubles conv_ref(const Floats& x, const std::vector<Floats>& p, const ref::ConvShape& s,
+                 const Conv2dParams& q) {
+  return ref::conv2d_forward(x, p[0], p.size() > 1 ? p[1] : Floats{}, s, q);
+}
+
+Doubles dense_ref(const Floats& x, const std::vector<Floats>& p, int64_t n, int64_t in, int64_t out) {
+  Floats zero(static_cast<size_t>(n * out), 0.f);
+  Doubles y = ref::gemm(zero, x, p[0], n, out, in, false, true, 1.0, 0.0);
+  if (p.size() > 1)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < out; ++j) y[static_cast<size_t>(i * out + j)] += p[1][static_cast<size_t>(j)];
+  return y;
+}
+
+Doubles act_ref(const Floats& x, Activation a, double alpha) { return ref::activation_forward(x, a, alpha); }
+
+TEST_P(LayerGradient, Dense) {
+  run({"dense", "dense: {units: 7}", Shape{3, 5},
+       [](const Floats& x, const std::vector<Floats>& p) { return dense_ref(x, p, 3, 5, 7); }});
+}
+
+TEST_P(LayerGradient, DenseWithoutBias) {
+  run({"dense_nobias", "dense: {units: 4, bias: false}", Shape{1, 9},
+       [](const Floats& x, const std::vector<Floats>& p) { return dense_ref(x, p, 1, 9, 4); }});
+}
+
+TEST_P(LayerGradient, Conv2dPadded) {
+  Conv2dParams q;
+  q.pad_h = q.pad_w = 1;
+  run({"conv2d", "conv2d: {filters: 4, kernel: 3, padding: 1}", Shape{2, 3, 6, 5},
+       [q](const Floats& x, const std::vector<Floats>& p) {
+         return conv_ref(x, p, {2, 3, 6, 5, 4, 3, 3}, q);
+       }});
+}
+
+TEST_P(LayerGradient, Conv2dStridedDilatedNonSquare) {
+  Conv2dParams q;
+  q.stride_h = 2;
+  q.stride_w = 1;
+  q.dilation_h = q.dilation_w = 2;
+  q.pad_w = 1;
+  run({"conv2d_strided", "conv2d: {filters: 3, kernel: [3, 2], stride: [2, 1], dilation: 2, padding: [0, 1]}",
+       Shape{1, 2, 9, 7},
+       [q](const Floats& x, const std::vector<Floats>& p) {
+         return conv_ref(x, p, {1, 2, 9, 7, 3, 3, 2}, q);
+       }});
+}
+
+TEST_P(LayerGradient, Conv2dOneByOneWithoutBias) {
+  Conv2dParams q;
+  run({"conv2d_1x1", "conv2d: {filters: 5, kernel: 1, bias: false}", Shape{2, 3, 4, 4},
+       [q](const Floats& x, const std::vector<Floats>& p) {
+         return conv_ref(x, p, {2, 3, 4, 4, 5, 1, 1}, q);
+       }});
+}
+
+TEST_P(LayerGradient, MaxPool) {
+  Pool2dParams q;
+  run({"maxpool", "maxpool: {kernel: 2, stride: 2}", Shape{2, 3, 6, 6},
+       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 3, 6, 6, q); },
+       true});
+}
+
+TEST_P(LayerGradient, MaxPoolOverlappingPadded) {
+  Pool2dParams q;
+  q.kernel_h = q.kernel_w = 3;
+  q.stride_h = q.stride_w = 2;
+  q.pad_h = q.pad_w = 1;
+  run({"maxpool_overlap", "maxpool: {kernel: 3, stride: 2, padding: 1}", Shape{1, 2, 7, 5},
+       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 1, 2, 7, 5, q); },
+       true});
+}
+
+TEST_P(LayerGradient, AvgPool) {
+  Pool2dParams q;
+  q.mode = PoolMode::kAverage;
+  q.kernel_h = q.kernel_w = 3;
+  q.stride_h = q.stride_w = 1;
+  q.pad_h = q.pad_w = 1;
+  run({"avgpool", "avgpool: {kernel: 3, stride: 1, padding: 1}", Shape{2, 2, 5, 4},
+       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 2, 5, 4, q); }});
+}
+
+TEST_P(LayerGradient, GlobalAvgPool) {
+  Pool2dParams q;
+  q.mode = PoolMode::kAverage;
+  q.kernel_h = 3;
+  q.kernel_w = 5;
+  q.stride_h = q.stride_w = 1;
+  run({"global_avgpool", "global_avgpool", Shape{2, 4, 3, 5},
+       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 4, 3, 5, q); }});
+}
+
+TEST_P(LayerGradient, Relu) {
+  run({"relu", "relu", Shape{3, 4, 5},
+       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kRelu, 0); }, true});
+}
+
+TEST_P(LayerGradient, LeakyRelu) {
+  run({"leaky_relu", "leaky_relu: {alpha: 0.1}", Shape{2, 30},
+       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kLeakyRelu, 0.1); },
+       true});
+}
+
+TEST_P(LayerGradient, Sigmoid) {
+  run({"sigmoid", "sigmoid", Shape{2, 3, 7},
+       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kSigmoid, 0); }});
+}
+
+TEST_P(LayerGradient, Tanh) {
+  run({"tanh", "tanh", Shape{5, 11},
+       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kTanh, 0); }});
+}
+
+TEST_P(LayerGradient, Dropout) {
+  // Context seed 7, step 3, layer index 0: the stream the layer documents.
+  const uint64_t stream = (3ull << 16) | 0;
+  run({"dropout", "dropout: {rate: 0.3}", Shape{4, 25}, [stream](const Floats& x, const std::vector<Floats>&) {
+         Doubles m = ref::dropout_mask(static_cast<int64_t>(x.size()), 0.3, 7, stream);
+         Doubles y(x.size());
+         for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * m[i];
+         return y;
+       }});
+}
+
+TEST_P(LayerGradient, SoftmaxCrossEntropyLoss) {
+  auto loss = make_loss("softmax_cross_entropy");
+  const int64_t n = 4, c = 6;
+  loss->allocate(be(), n, c);
+  Floats logits = random(n * c, 3, -2.f, 2.f);
+  std::vector<int32_t> labels{0, 5, 2, 2};
+  Tensor lt = upload(Shape{n, c}, logits), yt = upload_labels(labels), value = output(Shape{1});
+  Tensor grad = output(Shape{n, c});
+  Context ctx{be(), true, 0, 0};
+  loss->forward(ctx, lt, yt, value);
+  loss->backward(ctx, lt, yt, grad);
+  EXPECT_NEAR(download(value)[0], ref::softmax_cross_entropy(logits, labels, n, c), 1e-5);
+  check_gradient("softmax_cross_entropy", download(grad), logits,
+                 [&] { return ref::softmax_cross_entropy(logits, labels, n, c); });
+}
+
+TEST_P(LayerGradient, MseLoss) {
+  auto loss = make_loss("mse");
+  const int64_t n = 3, c = 5;
+  loss->allocate(be(), n, c);
+  Floats pred = random(n * c, 4);
+  std::vector<int32_t> labels{4, 0, 1};
+  Tensor pt = upload(Shape{n, c}, pred), yt = upload_labels(labels), value = output(Shape{1});
+  Tensor grad = output(Shape{n, c});
+  Context ctx{be(), true, 0, 0};
+  loss->forward(ctx, pt, yt, value);
+  loss->backward(ctx, pt, yt, grad);
+  EXPECT_NEAR(download(value)[0], ref::mse(pred, labels, n, c), 1e-5);
+  check_gradient("mse", download(grad), pred, [&] { return ref::mse(pred, labels, n, c); });
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(LayerGradient);
+
+}  // namespace
+}  // namespace tandem

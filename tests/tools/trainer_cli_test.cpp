@@ -1,0 +1,121 @@
+// The trainer executable as a user meets it: flags, exit codes, messages, metrics files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+Result trainer(const std::string& args) {
+  std::string cmd = std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string source(const std::string& rel) { return std::string(TANDEM_SOURCE_DIR) + "/" + rel; }
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(TrainerCli, HelpListsTheFlagsAndExitsZero) {
+  Result r = trainer("--help");
+  EXPECT_EQ(r.status, 0);
+  for (const char* flag : {"--config", "--device", "--epochs", "--batch-size", "--lr", "--seed",
+                           "--threads", "--metrics", "--quiet", "bench", "devices"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(TrainerCli, VersionPrintsTheVersion) {
+  Result r = trainer("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("tandem 0."), std::string::npos);
+}
+
+TEST(TrainerCli, UnknownFlagIsAUsageError) {
+  Result r = trainer("--config x.yaml --epoch 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("unknown argument '--epoch'"), std::string::npos) << r.out;
+}
+
+TEST(TrainerCli, BadConfigExitsThreeWithFileAndLine) {
+  std::string path = write_temp("bad_layer.yaml",
+                                "input: {shape: [1, 8, 8]}\nlayers:\n  - flatten\n  - dense: {unit: 10}\n");
+  Result r = trainer("--config " + path + " --quiet");
+  EXPECT_EQ(r.status, 3);
+  EXPECT_NE(r.out.find("bad_layer.yaml:4:12: layer 2 (dense): missing required key 'units'"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(TrainerCli, MissingDataFolderExitsFourAndNamesIt) {
+  Result r = trainer("--config " + source("configs/lenet.yaml") + " --data /nonexistent/mnist --quiet");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.out.find("/nonexistent/mnist"), std::string::npos) << r.out;
+}
+
+TEST(TrainerCli, UnknownDeviceListsTheKnownOnes) {
+  Result r = trainer("--config " + source("configs/lenet.yaml") + " --device tpu --quiet");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("unknown device 'tpu'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu"), std::string::npos);
+}
+
+TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
+  std::string config = write_temp("synthetic.yaml", R"(name: small
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 16}
+  - relu
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 64, test_size: 32, seed: 1}
+train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 1}
+)");
+  std::string metrics = ::testing::TempDir() + "metrics.jsonl";
+  Result r = trainer("--config " + config + " --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Epoch 2/2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("img/s"), std::string::npos);
+  std::ifstream in(metrics);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_EQ(line.back(), '}');
+    for (const char* key : {"\"device\": \"cpu\"", "\"epoch\": ", "\"train_loss\": ", "\"train_accuracy\": ",
+                            "\"test_loss\": ", "\"test_accuracy\": ", "\"seconds\": ",
+                            "\"images_per_second\": "})
+      EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
+  }
+  EXPECT_EQ(lines, 2);
+}
+
+TEST(TrainerCli, BenchJsonHasTheDocumentedKeys) {
+  Result r = trainer("bench --config " + source("configs/lenet.yaml") +
+                  " --device cpu --batch-size 8 --steps 2 --warmup 1 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* key : {"\"device\": \"cpu\"", "\"config\": \"lenet\"", "\"batch_size\": 8",
+                          "\"train_images_per_second\": ", "\"infer_images_per_second\": ",
+                          "\"train_ms_per_step\": "})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+}  // namespace
