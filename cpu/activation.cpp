@@ -1,0 +1,133 @@
+// Activations (relu, leaky relu, sigmoid, tanh) forward and backward through oneDNN eltwise.
+//
+// Tensors of any shape are viewed as 1-D (numel); sigmoid and tanh use the *_use_dst_for_bwd
+// algorithms so the backward pass reads y, as the interface promises.
+#include <string>
+
+#include "cpu/cpu_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+struct EltwiseForwardEntry : CpuCacheEntry {
+  dnnl::eltwise_forward prim;
+  dnnl::memory::desc scratch_md;
+  dnnl::memory src, dst;
+};
+
+struct EltwiseBackwardEntry : CpuCacheEntry {
+  dnnl::eltwise_backward prim;
+  dnnl::memory::desc scratch_md;
+  dnnl::memory data, diff_dst, diff_src;
+};
+
+// Leaky relu is oneDNN's relu with a negative slope; the others ignore alpha.
+dnnl::algorithm eltwise_algorithm(Activation a) {
+  switch (a) {
+    case Activation::kRelu:
+    case Activation::kLeakyRelu:
+      return dnnl::algorithm::eltwise_relu;
+    case Activation::kSigmoid:
+      return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+    case Activation::kTanh:
+      return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+  }
+  return dnnl::algorithm::eltwise_relu;
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::kRelu:
+      return "relu";
+    case Activation::kLeakyRelu:
+      return "leaky_relu";
+    case Activation::kSigmoid:
+      return "sigmoid";
+    case Activation::kTanh:
+      return "tanh";
+  }
+  return "?";
+}
+
+float eltwise_alpha(Activation a, float alpha) { return a == Activation::kLeakyRelu ? alpha : 0.f; }
+
+std::string eltwise_key(Activation a, float alpha, int64_t n) {
+  std::string key = activation_name(a);
+  if (a == Activation::kLeakyRelu) key.append("(").append(std::to_string(alpha)).append(")");
+  return key.append(" [").append(std::to_string(n)).append("]");
+}
+
+dnnl::eltwise_forward::primitive_desc forward_pd(Activation a, float alpha, int64_t n,
+                                                 const dnnl::engine& eng,
+                                                 const dnnl::primitive_attr& attr) {
+  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, eltwise_algorithm(a),
+                                plain_desc({n}), eltwise_alpha(a, alpha));
+  return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
+}
+
+}  // namespace
+
+void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) {
+  TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const std::string key = eltwise_key(a, alpha, n);
+  auto& e = cached<EltwiseForwardEntry>("act_fwd " + key, [&] {
+    return dnnl_guard("activation_forward " + key, [&] {
+      auto e = std::make_unique<EltwiseForwardEntry>();
+      auto pd = forward_pd(a, alpha, n, engine(), scratchpad_attr());
+      e->prim = dnnl::eltwise_forward(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->src = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
+      e->dst = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
+      e->placement = "activation_forward " + key + " -> " + impl_name(pd);
+      return e;
+    });
+  });
+  e.src.set_data_handle(const_cast<float*>(x.data()));
+  e.dst.set_data_handle(y.data());
+  e.prim.execute(stream(), {{DNNL_ARG_SRC, e.src},
+                            {DNNL_ARG_DST, e.dst},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}});
+  stream().wait();
+}
+
+// relu-like: dx = dy * (x > 0 ? 1 : alpha); sigmoid: dx = dy * y * (1 - y); tanh: dy * (1 - y^2).
+void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                     Activation a, float alpha) {
+  const bool uses_x = a == Activation::kRelu || a == Activation::kLeakyRelu;
+  const Tensor& data = uses_x ? x : y;
+  TANDEM_CHECK(dx.numel() == dy.numel() && data.numel() == dy.numel(),
+               "activation backward " + dy.shape().str() + " -> " + dx.shape().str());
+  const int64_t n = dy.numel();
+  if (n == 0) return;
+  const std::string key = eltwise_key(a, alpha, n);
+  auto& e = cached<EltwiseBackwardEntry>("act_bwd " + key, [&] {
+    return dnnl_guard("activation_backward " + key, [&] {
+      auto e = std::make_unique<EltwiseBackwardEntry>();
+      dnnl::memory::desc md = plain_desc({n});
+      dnnl::eltwise_backward::desc d(eltwise_algorithm(a), md, md, eltwise_alpha(a, alpha));
+      dnnl::eltwise_backward::primitive_desc pd(
+          d, scratchpad_attr(), engine(),
+          forward_pd(a, alpha, n, engine(), dnnl::primitive_attr()));
+      e->prim = dnnl::eltwise_backward(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->data = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
+      e->diff_dst = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
+      e->diff_src = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
+      e->placement = "activation_backward " + key + " -> " + impl_name(pd);
+      return e;
+    });
+  });
+  e.data.set_data_handle(const_cast<float*>(data.data()));
+  e.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
+  e.diff_src.set_data_handle(dx.data());
+  // The use_dst algorithms take y under DNNL_ARG_DST, relu takes x under DNNL_ARG_SRC.
+  e.prim.execute(stream(), {{uses_x ? DNNL_ARG_SRC : DNNL_ARG_DST, e.data},
+                            {DNNL_ARG_DIFF_DST, e.diff_dst},
+                            {DNNL_ARG_DIFF_SRC, e.diff_src},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}});
+  stream().wait();
+}
+
+}  // namespace tandem

@@ -1,0 +1,211 @@
+// 2-D convolution forward, backward-data and backward-filter on the CPU through oneDNN.
+//
+// The primitives are created with memory format `any`, so oneDNN picks its blocked layouts
+// (nChw16c, OIhw16i16o, ...) and its fastest jit kernels; plain NCHW tensors are reordered in and
+// out by cached reorders. Everything is cached per (op, shapes, parameters). The weights are
+// reordered on every call: a Tensor carries no version, so a blocked copy kept across calls could
+// not tell that sgd_update changed them; the reorder is tens of microseconds for these kernels.
+#include <string>
+
+#include "cpu/cpu_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+constexpr auto kF32 = memory::data_type::f32;
+
+// The shapes and parameters of one convolution, in oneDNN's terms.
+struct ConvGeometry {
+  memory::dims src, wei, dst, bias, strides, dilates, pad_l, pad_r;
+  std::string key;   // "[N, C, H, W]x[K, C, R, S] s1,1 p0,0 d1,1"
+  std::string desc;  // for the placement line
+};
+
+ConvGeometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
+  TANDEM_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
+               "conv2d wants 4-D tensors, got " + x.str() + ", " + w.str() + ", " + y.str());
+  TANDEM_CHECK(x[1] == w[1] && y[0] == x[0] && y[1] == w[0],
+               "conv2d shapes " + x.str() + " * " + w.str() + " -> " + y.str());
+  TANDEM_CHECK(y[2] == conv_out_size(x[2], w[2], p.stride_h, p.pad_h, p.dilation_h) &&
+                   y[3] == conv_out_size(x[3], w[3], p.stride_w, p.pad_w, p.dilation_w),
+               "conv2d output " + y.str() + " does not match input " + x.str());
+  ConvGeometry g;
+  g.src = {x[0], x[1], x[2], x[3]};
+  g.wei = {w[0], w[1], w[2], w[3]};
+  g.dst = {y[0], y[1], y[2], y[3]};
+  g.bias = {w[0]};
+  g.strides = {p.stride_h, p.stride_w};
+  g.dilates = {p.dilation_h - 1, p.dilation_w - 1};  // oneDNN counts dilation from 0
+  g.pad_l = {p.pad_h, p.pad_w};
+  g.pad_r = {p.pad_h, p.pad_w};  // floor mode: the division drops any excess on the right
+  auto pair = [](int a, int b) { return std::to_string(a) + "," + std::to_string(b); };
+  g.desc = x.str() + "x" + w.str();
+  g.key = g.desc + " s" + pair(p.stride_h, p.stride_w) + " p" + pair(p.pad_h, p.pad_w) + " d" +
+          pair(p.dilation_h, p.dilation_w);
+  return g;
+}
+
+memory::desc any_desc(const memory::dims& d) { return memory::desc(d, kF32, tag::any); }
+
+// The forward descriptor that backward primitives need as a hint (no bias: irrelevant to them).
+dnnl::convolution_forward::primitive_desc forward_hint(const ConvGeometry& g,
+                                                       const dnnl::engine& eng) {
+  dnnl::convolution_forward::desc d(
+      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_desc(g.src),
+      any_desc(g.wei), any_desc(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+  return dnnl::convolution_forward::primitive_desc(d, eng);
+}
+
+std::string reorder_note(std::initializer_list<std::pair<const char*, bool>> parts) {
+  std::string s;
+  for (const auto& [name, r] : parts) {
+    if (r) s += (s.empty() ? "" : ", ") + std::string(name);
+  }
+  return s.empty() ? "" : " (reorders: " + s + ")";
+}
+
+struct ConvForwardEntry : CpuCacheEntry {
+  dnnl::convolution_forward prim;
+  memory::desc scratch_md;
+  LayoutBridge src, wei, dst;
+  memory bias;
+};
+
+struct ConvBackwardDataEntry : CpuCacheEntry {
+  dnnl::convolution_backward_data prim;
+  memory::desc scratch_md;
+  LayoutBridge diff_dst, wei, diff_src;
+};
+
+struct ConvBackwardFilterEntry : CpuCacheEntry {
+  dnnl::convolution_backward_weights prim;
+  memory::desc scratch_md;
+  LayoutBridge diff_dst, src, diff_wei;
+};
+
+}  // namespace
+
+// y (N,K,P,Q) = x (N,C,H,W) (*) w (K,C,R,S) + b (K).
+void CpuBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                                const Conv2dParams& p) {
+  ConvGeometry g = geometry(x.shape(), w.shape(), y.shape(), p);
+  if (b) TANDEM_CHECK(b->numel() == w.dim(0), "conv2d bias of shape " + b->shape().str());
+  if (y.numel() == 0) return;
+  auto& e = cached<ConvForwardEntry>("conv_fwd " + g.key + (b ? " bias" : ""), [&] {
+    return dnnl_guard("conv2d_forward " + g.key, [&] {
+      auto e = std::make_unique<ConvForwardEntry>();
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto prop = dnnl::prop_kind::forward_training;
+      dnnl::convolution_forward::desc d =
+          b ? dnnl::convolution_forward::desc(prop, alg, any_desc(g.src), any_desc(g.wei),
+                                              plain_desc(g.bias), any_desc(g.dst), g.strides,
+                                              g.dilates, g.pad_l, g.pad_r)
+            : dnnl::convolution_forward::desc(prop, alg, any_desc(g.src), any_desc(g.wei),
+                                              any_desc(g.dst), g.strides, g.dilates, g.pad_l,
+                                              g.pad_r);
+      dnnl::convolution_forward::primitive_desc pd(d, scratchpad_attr(), engine());
+      e->prim = dnnl::convolution_forward(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->src = LayoutBridge(*this, plain_desc(g.src), pd.src_desc(), true);
+      e->wei = LayoutBridge(*this, plain_desc(g.wei), pd.weights_desc(), true);
+      e->dst = LayoutBridge(*this, plain_desc(g.dst), pd.dst_desc(), false);
+      if (b) e->bias = memory(plain_desc(g.bias), engine(), DNNL_MEMORY_NONE);
+      e->placement = "conv2d_forward " + g.desc + " -> " + impl_name(pd) +
+                     reorder_note({{"src", e->src.reorders()},
+                                   {"weights", e->wei.reorders()},
+                                   {"dst", e->dst.reorders()}});
+      return e;
+    });
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.src.bind(x.data())},
+                                       {DNNL_ARG_WEIGHTS, e.wei.bind(w.data())},
+                                       {DNNL_ARG_DST, e.dst.bind(y.data())},
+                                       {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
+  if (b) {
+    e.bias.set_data_handle(const_cast<float*>(b->data()));
+    args[DNNL_ARG_BIAS] = e.bias;
+  }
+  e.src.run(stream());
+  e.wei.run(stream());
+  e.prim.execute(stream(), args);
+  e.dst.run(stream());
+  stream().wait();
+}
+
+// dx (N,C,H,W) = dy (N,K,P,Q) (*)^T w (K,C,R,S).
+void CpuBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                                      const Conv2dParams& p) {
+  ConvGeometry g = geometry(dx.shape(), w.shape(), dy.shape(), p);
+  if (dx.numel() == 0) return;
+  if (dy.numel() == 0) return fill(dx, 0.f);
+  auto& e = cached<ConvBackwardDataEntry>("conv_bwd_data " + g.key, [&] {
+    return dnnl_guard("conv2d_backward_data " + g.key, [&] {
+      auto e = std::make_unique<ConvBackwardDataEntry>();
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_desc(g.src),
+                                              any_desc(g.wei), any_desc(g.dst), g.strides,
+                                              g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(d, scratchpad_attr(), engine(),
+                                                         forward_hint(g, engine()));
+      e->prim = dnnl::convolution_backward_data(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->diff_dst = LayoutBridge(*this, plain_desc(g.dst), pd.diff_dst_desc(), true);
+      e->wei = LayoutBridge(*this, plain_desc(g.wei), pd.weights_desc(), true);
+      e->diff_src = LayoutBridge(*this, plain_desc(g.src), pd.diff_src_desc(), false);
+      e->placement = "conv2d_backward_data " + g.desc + " -> " + impl_name(pd) +
+                     reorder_note({{"diff_dst", e->diff_dst.reorders()},
+                                   {"weights", e->wei.reorders()},
+                                   {"diff_src", e->diff_src.reorders()}});
+      return e;
+    });
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.data())},
+                                       {DNNL_ARG_WEIGHTS, e.wei.bind(w.data())},
+                                       {DNNL_ARG_DIFF_SRC, e.diff_src.bind(dx.data())},
+                                       {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
+  e.diff_dst.run(stream());
+  e.wei.run(stream());
+  e.prim.execute(stream(), args);
+  e.diff_src.run(stream());
+  stream().wait();
+}
+
+// dw (K,C,R,S) = sum over n, p, q of dy (N,K,P,Q) times the matching x (N,C,H,W) window.
+void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                                        const Conv2dParams& p) {
+  ConvGeometry g = geometry(x.shape(), dw.shape(), dy.shape(), p);
+  if (dw.numel() == 0) return;
+  if (dy.numel() == 0) return fill(dw, 0.f);
+  auto& e = cached<ConvBackwardFilterEntry>("conv_bwd_filter " + g.key, [&] {
+    return dnnl_guard("conv2d_backward_filter " + g.key, [&] {
+      auto e = std::make_unique<ConvBackwardFilterEntry>();
+      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct,
+                                                 any_desc(g.src), any_desc(g.wei), any_desc(g.dst),
+                                                 g.strides, g.dilates, g.pad_l, g.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, scratchpad_attr(), engine(),
+                                                            forward_hint(g, engine()));
+      e->prim = dnnl::convolution_backward_weights(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->diff_dst = LayoutBridge(*this, plain_desc(g.dst), pd.diff_dst_desc(), true);
+      e->src = LayoutBridge(*this, plain_desc(g.src), pd.src_desc(), true);
+      e->diff_wei = LayoutBridge(*this, plain_desc(g.wei), pd.diff_weights_desc(), false);
+      e->placement = "conv2d_backward_filter " + g.desc + " -> " + impl_name(pd) +
+                     reorder_note({{"diff_dst", e->diff_dst.reorders()},
+                                   {"src", e->src.reorders()},
+                                   {"diff_weights", e->diff_wei.reorders()}});
+      return e;
+    });
+  });
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.data())},
+                                       {DNNL_ARG_SRC, e.src.bind(x.data())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, e.diff_wei.bind(dw.data())},
+                                       {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
+  e.diff_dst.run(stream());
+  e.src.run(stream());
+  e.prim.execute(stream(), args);
+  e.diff_wei.run(stream());
+  stream().wait();
+}
+
+}  // namespace tandem

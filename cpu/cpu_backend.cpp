@@ -1,0 +1,191 @@
+// CpuBackend's construction, start-up info, placement log, host memory and registration as "cpu".
+#include "cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "cpu/cpu_backend_impl.h"
+#include "engine/backend_registry.h"
+
+namespace tandem {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        size_t start = line.find_first_not_of(" \t", colon + 1);
+        return start == std::string::npos ? "" : line.substr(start);
+      }
+    }
+  }
+  return "unknown CPU";
+}
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "all";
+  }
+}
+
+}  // namespace
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
+  using tag = dnnl::memory::format_tag;
+  static const tag kTags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
+  TANDEM_CHECK(!dims.empty() && dims.size() <= 5,
+               "plain_desc of rank " + std::to_string(dims.size()));
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, kTags[dims.size() - 1]);
+}
+
+std::string impl_name(const dnnl::primitive_desc_base& pd) {
+  const char* s = pd.impl_info_str();
+  return s ? s : "unknown";
+}
+
+CpuBackend::CpuBackend(int threads)
+    : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      engine_(dnnl::engine::kind::cpu, 0),
+      stream_(engine_),
+      stats_(std::make_shared<CpuMemoryStats>()) {
+  // oneDNN's OpenMP runtime and our own loops both follow this setting.
+  omp_set_num_threads(threads_);
+}
+
+InfoRows CpuBackend::info() const {
+  const dnnl_version_t* v = dnnl_version();
+  return {
+      {"Device", "CPU"},
+      {"CPU", cpu_model_name()},
+      {"Cores", std::to_string(omp_get_num_procs())},
+      {"Threads", std::to_string(threads_)},
+      {"ISA", isa_name(dnnl::get_effective_cpu_isa())},
+      {"oneDNN",
+       std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},
+  };
+}
+
+std::vector<std::string> CpuBackend::placement_log() const {
+  std::vector<std::string> lines;
+  lines.reserve(cache_order_.size());
+  for (const std::string& key : cache_order_) lines.push_back(cache_.at(key)->placement);
+  return lines;
+}
+
+std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
+  size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) {
+    throw DeviceError("out of host memory allocating " + std::to_string(bytes) + " bytes",
+                      "use a smaller batch size or model");
+  }
+  size_t now = stats_->current.fetch_add(rounded) + rounded;
+  size_t peak = stats_->peak.load();
+  while (now > peak && !stats_->peak.compare_exchange_weak(peak, now)) {
+  }
+  std::shared_ptr<CpuMemoryStats> stats = stats_;
+  return std::shared_ptr<void>(p, [stats, rounded](void* q) {
+    stats->current.fetch_sub(rounded);
+    std::free(q);
+  });
+}
+
+void CpuBackend::upload(Tensor& dst, const void* host) {
+  if (dst.bytes()) std::memcpy(dst.data(), host, dst.bytes());
+}
+
+void CpuBackend::download(void* host, const Tensor& src) {
+  if (src.bytes()) std::memcpy(host, src.data(), src.bytes());
+}
+
+void CpuBackend::fill(Tensor& t, float value) {
+  float* p = t.data();
+  const int64_t n = t.numel();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void CpuBackend::copy(Tensor& dst, const Tensor& src) {
+  TANDEM_CHECK(dst.numel() == src.numel(),
+               "copy " + src.shape().str() + " to " + dst.shape().str());
+  if (dst.data() != src.data() && src.bytes()) std::memcpy(dst.data(), src.data(), src.bytes());
+}
+
+dnnl::primitive_attr CpuBackend::scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory CpuBackend::scratchpad(const dnnl::memory::desc& md) {
+  size_t need = std::max<size_t>(md.get_size(), 1);
+  if (need > scratch_bytes_) {
+    scratch_ = allocate(need);
+    scratch_bytes_ = need;
+  }
+  return dnnl::memory(md, engine_, scratch_.get());
+}
+
+LayoutBridge::LayoutBridge(CpuBackend& backend, const dnnl::memory::desc& plain_md,
+                           const dnnl::memory::desc& chosen_md, bool to_chosen)
+    : reorder_needed_(plain_md != chosen_md), to_chosen_(to_chosen) {
+  plain_ = dnnl::memory(plain_md, backend.engine(), DNNL_MEMORY_NONE);
+  if (!reorder_needed_) return;
+  buffer_ = backend.allocate(chosen_md.get_size());
+  chosen_ = dnnl::memory(chosen_md, backend.engine(), buffer_.get());
+  reorder_ = to_chosen ? dnnl::reorder(plain_, chosen_) : dnnl::reorder(chosen_, plain_);
+}
+
+dnnl::memory& LayoutBridge::bind(const void* ptr) {
+  plain_.set_data_handle(const_cast<void*>(ptr));
+  return reorder_needed_ ? chosen_ : plain_;
+}
+
+void LayoutBridge::run(dnnl::stream& s) {
+  if (!reorder_needed_) return;
+  if (to_chosen_) {
+    reorder_.execute(s, plain_, chosen_);
+  } else {
+    reorder_.execute(s, chosen_, plain_);
+  }
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+void register_cpu_backend() {
+  register_backend("cpu", [](const BackendOptions& o) { return make_cpu_backend(o.threads); });
+}
+
+}  // namespace tandem

@@ -1,0 +1,173 @@
+// CpuBackend's class: shared by the op files of cpu/ (conv.cpp, pool.cpp, ...), private to cpu/.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/error.h"
+
+namespace tandem {
+
+// Bytes held by a backend's allocations. Shared with every allocation's deleter, so a tensor that
+// outlives its backend still frees cleanly.
+struct CpuMemoryStats {
+  std::atomic<size_t> current{0};
+  std::atomic<size_t> peak{0};
+};
+
+// A cached oneDNN primitive (or group of primitives) for one op kind, shape and parameter set.
+// Each op file derives its own entry holding primitives, reorders and intermediate buffers.
+struct CpuCacheEntry {
+  virtual ~CpuCacheEntry() = default;
+  std::string placement;  // the --log-placement line, e.g. "conv2d_forward [..]x[..] -> jit:..."
+};
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+
+  std::string name() const override { return "cpu"; }
+  InfoRows info() const override;
+  std::vector<std::string> placement_log() const override;
+
+  std::shared_ptr<void> allocate(size_t bytes) override;
+  void upload(Tensor& dst, const void* host) override;
+  void download(void* host, const Tensor& src) override;
+  void fill(Tensor& t, float value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  size_t peak_memory_bytes() const override { return stats_->peak.load(); }
+  void reset_peak_memory() override { stats_->peak.store(stats_->current.load()); }
+
+  void gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta) override;
+  void bias_add(Tensor& y, const Tensor& b) override;
+  void bias_backward(Tensor& db, const Tensor& dy) override;
+  void add(Tensor& y, const Tensor& a, const Tensor& b) override;
+
+  void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                      const Conv2dParams& p) override;
+  void conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                            const Conv2dParams& p) override;
+  void conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                              const Conv2dParams& p) override;
+
+  void pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) override;
+  void pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                       const Pool2dParams& p) override;
+
+  void activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) override;
+  void activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                           Activation a, float alpha) override;
+
+  void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
+                                     const Tensor& labels) override;
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
+                                      const Tensor& labels) override;
+  void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override;
+  void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) override;
+  void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) override;
+
+  void dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,
+                       uint64_t offset) override;
+  void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) override;
+
+  void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
+  void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
+                   const AdamParams& p) override;
+
+  int64_t count_nonfinite(const Tensor& t) override;
+
+  // --- helpers for the op files ---
+  const dnnl::engine& engine() const { return engine_; }
+  dnnl::stream& stream() { return stream_; }
+
+  // The cached entry for `key`, built by `make` (which fills in the placement line) on first use.
+  template <typename Entry>
+  Entry& cached(const std::string& key, const std::function<std::unique_ptr<Entry>()>& make) {
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return static_cast<Entry&>(*it->second);
+    std::unique_ptr<Entry> e = make();
+    Entry& ref = *e;
+    cache_.emplace(key, std::move(e));
+    cache_order_.push_back(key);
+    return ref;
+  }
+
+  // Scratch memory for a primitive's scratchpad (user mode): one buffer shared by every primitive,
+  // grown to the largest need, so the library never allocates during a step.
+  dnnl::memory scratchpad(const dnnl::memory::desc& md);
+
+  // An attribute asking for a user-provided scratchpad (see scratchpad()).
+  static dnnl::primitive_attr scratchpad_attr();
+
+ private:
+  int threads_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::shared_ptr<CpuMemoryStats> stats_;
+  std::unordered_map<std::string, std::unique_ptr<CpuCacheEntry>> cache_;
+  std::vector<std::string> cache_order_;  // insertion order, for placement_log()
+  std::shared_ptr<void> scratch_;
+  size_t scratch_bytes_ = 0;
+};
+
+// --- small shared utilities ---
+
+// Moves data between a plain NCHW tensor and the layout a primitive chose (format `any`): when
+// the two differ, a cached reorder into an internal buffer owned by the cache entry; when they
+// match, the primitive reads and writes the tensor directly.
+class LayoutBridge {
+ public:
+  LayoutBridge() = default;
+  LayoutBridge(CpuBackend& backend, const dnnl::memory::desc& plain_md,
+               const dnnl::memory::desc& chosen_md, bool to_chosen);
+  bool reorders() const { return reorder_needed_; }
+  // The memory the primitive uses, after pointing the plain side at `ptr`.
+  dnnl::memory& bind(const void* ptr);
+  // Plain -> chosen (inputs) or chosen -> plain (outputs); no-op when the layouts match.
+  void run(dnnl::stream& s);
+
+ private:
+  bool reorder_needed_ = false;
+  bool to_chosen_ = true;
+  dnnl::memory plain_, chosen_;
+  std::shared_ptr<void> buffer_;
+  dnnl::reorder reorder_;
+};
+
+// "[64, 1, 28, 28]" of a tensor, for cache keys and placement lines.
+inline std::string shape_str(const Tensor& t) { return t.shape().str(); }
+
+// Plain row-major fp32 descriptor of the given dims (tag a, ab, abc, abcd by rank).
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
+
+// The oneDNN implementation name of a primitive descriptor, e.g. "jit:avx512_core".
+std::string impl_name(const dnnl::primitive_desc_base& pd);
+
+// Runs `build`, turning a oneDNN failure into a tandem::Error naming the op.
+template <typename F>
+auto dnnl_guard(const std::string& what, F&& build) -> decltype(build()) {
+  try {
+    return build();
+  } catch (const dnnl::error& e) {
+    throw Error("oneDNN could not set up " + what + ": " + e.what(),
+                "this shape or parameter set is not supported by the CPU backend");
+  }
+}
+
+// Checks that a tensor has the expected shape (a bug in the caller otherwise).
+inline void expect_shape(const Tensor& t, const Shape& s, const char* what) {
+  TANDEM_CHECK(t.shape() == s,
+               std::string(what) + " has shape " + t.shape().str() + ", expected " + s.str());
+}
+
+}  // namespace tandem

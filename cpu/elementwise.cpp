@@ -1,0 +1,112 @@
+// Elementwise and per-channel ops on the CPU as OpenMP loops: bias add and its gradient, add,
+// and the non-finite count.
+//
+// Written by hand: each is one memory-bound pass that a library call would not make faster.
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cpu/cpu_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+// (N, C, inner) view of an (N,C,...) tensor: inner is the product of the axes after C.
+struct ChannelView {
+  int64_t n, c, inner;
+};
+
+ChannelView channel_view(const Tensor& t, const Tensor& b, const char* what) {
+  TANDEM_CHECK(t.shape().rank() >= 2 && t.dim(1) == b.numel(),
+               std::string(what) + ": " + t.shape().str() + " with bias " + b.shape().str());
+  const int64_t n = t.dim(0), c = t.dim(1);
+  return {n, c, n * c == 0 ? 0 : t.numel() / (n * c)};
+}
+
+}  // namespace
+
+// y (N,C,...) += b (C).
+void CpuBackend::bias_add(Tensor& y, const Tensor& b) {
+  const ChannelView v = channel_view(y, b, "bias_add");
+  float* yp = y.data();
+  const float* bp = b.data();
+  if (v.inner == 1) {
+#pragma omp parallel for schedule(static) if (v.n * v.c > 16384)
+    for (int64_t i = 0; i < v.n; ++i) {
+      float* row = yp + i * v.c;
+#pragma omp simd
+      for (int64_t c = 0; c < v.c; ++c) row[c] += bp[c];
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (y.numel() > 16384)
+  for (int64_t nc = 0; nc < v.n * v.c; ++nc) {
+    float* plane = yp + nc * v.inner;
+    const float bias = bp[nc % v.c];
+#pragma omp simd
+    for (int64_t i = 0; i < v.inner; ++i) plane[i] += bias;
+  }
+}
+
+// db (C) = sum of dy (N,C,...) over N and the spatial axes, accumulated in double.
+void CpuBackend::bias_backward(Tensor& db, const Tensor& dy) {
+  const ChannelView v = channel_view(dy, db, "bias_backward");
+  const float* dyp = dy.data();
+  float* dbp = db.data();
+  if (v.inner == 1) {
+    // (N,C): each thread sums a block of rows, then the partial sums are added in thread order.
+    const int threads = omp_get_max_threads();
+    std::vector<double> partial(static_cast<size_t>(threads) * v.c, 0.0);
+#pragma omp parallel num_threads(threads) if (dy.numel() > 16384)
+    {
+      double* mine = partial.data() + static_cast<size_t>(omp_get_thread_num()) * v.c;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < v.n; ++i) {
+        const float* row = dyp + i * v.c;
+        for (int64_t c = 0; c < v.c; ++c) mine[c] += row[c];
+      }
+    }
+    for (int64_t c = 0; c < v.c; ++c) {
+      double s = 0;
+      for (int t = 0; t < threads; ++t) s += partial[static_cast<size_t>(t) * v.c + c];
+      dbp[c] = static_cast<float>(s);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static) if (dy.numel() > 16384)
+  for (int64_t c = 0; c < v.c; ++c) {
+    double s = 0;
+    for (int64_t i = 0; i < v.n; ++i) {
+      const float* plane = dyp + (i * v.c + c) * v.inner;
+      float f = 0.f;  // a plane is short (P*Q); its fp32 partial keeps the loop vectorised
+#pragma omp simd reduction(+ : f)
+      for (int64_t k = 0; k < v.inner; ++k) f += plane[k];
+      s += f;
+    }
+    dbp[c] = static_cast<float>(s);
+  }
+}
+
+// y = a + b (y may alias a or b).
+void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
+  TANDEM_CHECK(a.numel() == b.numel() && y.numel() == a.numel(),
+               "add " + a.shape().str() + " + " + b.shape().str() + " -> " + y.shape().str());
+  const int64_t n = y.numel();
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* yp = y.data();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+}
+
+int64_t CpuBackend::count_nonfinite(const Tensor& t) {
+  const int64_t n = t.numel();
+  const float* p = t.data();
+  int64_t bad = 0;
+#pragma omp parallel for reduction(+ : bad) schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) bad += std::isfinite(p[i]) ? 0 : 1;
+  return bad;
+}
+
+}  // namespace tandem

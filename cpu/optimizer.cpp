@@ -1,0 +1,68 @@
+// Optimizer updates on the CPU, in place: SGD (momentum, Nesterov, weight decay) and Adam/AdamW,
+// with PyTorch's semantics so that runs can be checked against it.
+#include <cmath>
+
+#include "cpu/cpu_backend_impl.h"
+
+namespace tandem {
+
+// g = grad + wd*w; v = momentum*v + g; step = nesterov ? g + momentum*v : v; w -= lr*step.
+// The velocity starts at zero, so the first step gives v = g as in PyTorch; with momentum 0 the
+// velocity tensor is not touched (it may be undefined).
+void CpuBackend::sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) {
+  TANDEM_CHECK(grad.numel() == w.numel(),
+               "sgd grad " + grad.shape().str() + " for w " + w.shape().str());
+  const bool momentum = p.momentum != 0.f;
+  if (momentum) {
+    TANDEM_CHECK(velocity.numel() == w.numel(), "sgd velocity " + velocity.shape().str());
+  }
+  const int64_t n = w.numel();
+  float* wp = w.data();
+  float* vp = momentum ? velocity.data() : nullptr;
+  const float* gp = grad.data();
+  const float lr = p.lr, mu = p.momentum, wd = p.weight_decay;
+  const bool nesterov = p.nesterov;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gp[i] + wd * wp[i];
+    if (momentum) {
+      const float v = mu * vp[i] + g;
+      vp[i] = v;
+      g = nesterov ? g + mu * v : v;
+    }
+    wp[i] -= lr * g;
+  }
+}
+
+// PyTorch Adam: g = grad (+ wd*w unless decoupled); AdamW first decays w *= 1 - lr*wd;
+// m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
+// w -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). Bias corrections in double.
+void CpuBackend::adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
+                             const AdamParams& p) {
+  TANDEM_CHECK(grad.numel() == w.numel() && m.numel() == w.numel() && v.numel() == w.numel(),
+               "adam state for w " + w.shape().str());
+  TANDEM_CHECK(p.step >= 1, "adam step " + std::to_string(p.step) + " (1-based)");
+  const int64_t n = w.numel();
+  const double t = static_cast<double>(p.step);
+  const float step_size = static_cast<float>(p.lr / (1.0 - std::pow(double{p.beta1}, t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
+  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
+  const float decay = p.decoupled ? 1.f - p.lr * p.weight_decay : 1.f;
+  const float coupled_wd = p.decoupled ? 0.f : wd;
+  float* wp = w.data();
+  float* mp = m.data();
+  float* vp = v.data();
+  const float* gp = grad.data();
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float wi = wp[i] * decay;
+    const float g = gp[i] + coupled_wd * wi;
+    const float mi = b1 * mp[i] + (1.f - b1) * g;
+    const float vi = b2 * vp[i] + (1.f - b2) * g * g;
+    mp[i] = mi;
+    vp[i] = vi;
+    wp[i] = wi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
+  }
+}
+
+}  // namespace tandem

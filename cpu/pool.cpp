@@ -1,0 +1,171 @@
+// 2-D max and average pooling on the CPU: forward through oneDNN, backward as OpenMP loops.
+//
+// The backward pass is written by hand because it is computed from x and y (the interface keeps no
+// oneDNN workspace), which also fixes the tie rule: a max window's gradient goes to its first
+// maximum in row-major order, the same element on every backend.
+#include <algorithm>
+#include <string>
+
+#include "cpu/cpu_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+struct PoolForwardEntry : CpuCacheEntry {
+  dnnl::pooling_forward prim;
+  dnnl::memory::desc scratch_md;
+  dnnl::memory src, dst;
+};
+
+void check_pool_shapes(const Shape& x, const Shape& y, const Pool2dParams& p) {
+  TANDEM_CHECK(x.rank() == 4 && y.rank() == 4 && x[0] == y[0] && x[1] == y[1] &&
+                   y[2] == conv_out_size(x[2], p.kernel_h, p.stride_h, p.pad_h) &&
+                   y[3] == conv_out_size(x[3], p.kernel_w, p.stride_w, p.pad_w),
+               "pool2d shapes " + x.str() + " -> " + y.str());
+}
+
+std::string pool_key(const Shape& x, const Pool2dParams& p) {
+  return std::string(p.mode == PoolMode::kMax ? "max" : "avg") + " " + x.str() + " k" +
+         std::to_string(p.kernel_h) + "," + std::to_string(p.kernel_w) + " s" +
+         std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) + " p" +
+         std::to_string(p.pad_h) + "," + std::to_string(p.pad_w);
+}
+
+// Offset in a plane of row length W of the first element of window [hs,he) x [ws,we) equal to m
+// (the window's forward output); the first maximum of the window if none is (m is NaN).
+inline int64_t first_max(const float* xs, int64_t W, int64_t hs, int64_t he, int64_t ws, int64_t we,
+                         float m) {
+  int64_t arg = hs * W + ws;
+  for (int64_t h = hs; h < he; ++h) {
+    for (int64_t w = ws; w < we; ++w) {
+      const float v = xs[h * W + w];
+      if (v == m) return h * W + w;
+      if (v > xs[arg]) arg = h * W + w;
+    }
+  }
+  return arg;
+}
+
+// Max-pool backward for 2x2 windows of stride 2 without padding (LeNet's and VGG's pooling): each
+// dx entry is written once, branch-free, so the loop vectorises. A window's gradient goes to its
+// first element equal to y (the last one when none is, i.e. y is NaN). Rows and columns past the
+// last window get 0.
+void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const float* y,
+                           int64_t planes, int64_t H, int64_t W, int64_t P, int64_t Q) {
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xs = x + plane * H * W;
+    float* dxs = dx + plane * H * W;
+    for (int64_t op = 0; op < P; ++op) {
+      const float* x0 = xs + 2 * op * W;
+      const float* x1 = x0 + W;
+      float* d0 = dxs + 2 * op * W;
+      float* d1 = d0 + W;
+      const float* ym = y + (plane * P + op) * Q;
+      const float* g = dy + (plane * P + op) * Q;
+#pragma omp simd
+      for (int64_t q = 0; q < Q; ++q) {
+        const float m = ym[q];
+        const bool a = x0[2 * q] == m;
+        const bool b = !a && x0[2 * q + 1] == m;
+        const bool c = !a && !b && x1[2 * q] == m;
+        const bool d = !a && !b && !c;
+        d0[2 * q] = a ? g[q] : 0.f;
+        d0[2 * q + 1] = b ? g[q] : 0.f;
+        d1[2 * q] = c ? g[q] : 0.f;
+        d1[2 * q + 1] = d ? g[q] : 0.f;
+      }
+      std::fill(d0 + 2 * Q, d0 + W, 0.f);
+      std::fill(d1 + 2 * Q, d1 + W, 0.f);
+    }
+    std::fill(dxs + 2 * P * W, dxs + H * W, 0.f);
+  }
+}
+
+}  // namespace
+
+// y (N,C,P,Q) = max or mean (padding excluded) of each window of x (N,C,H,W).
+void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  check_pool_shapes(x.shape(), y.shape(), p);
+  if (y.numel() == 0) return;
+  const std::string key = pool_key(x.shape(), p);
+  auto& e = cached<PoolForwardEntry>("pool_fwd " + key, [&] {
+    return dnnl_guard("pool2d_forward " + key, [&] {
+      auto e = std::make_unique<PoolForwardEntry>();
+      const Shape& xs = x.shape();
+      const Shape& ys = y.shape();
+      dnnl::memory::desc src_md = plain_desc({xs[0], xs[1], xs[2], xs[3]});
+      dnnl::memory::desc dst_md = plain_desc({ys[0], ys[1], ys[2], ys[3]});
+      // Inference: no workspace, the backward pass finds the maxima from x and y.
+      dnnl::pooling_forward::desc d(
+          dnnl::prop_kind::forward_inference,
+          p.mode == PoolMode::kMax ? dnnl::algorithm::pooling_max
+                                   : dnnl::algorithm::pooling_avg_exclude_padding,
+          src_md, dst_md, {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w},
+          {p.pad_h, p.pad_w});
+      dnnl::pooling_forward::primitive_desc pd(d, scratchpad_attr(), engine());
+      e->prim = dnnl::pooling_forward(pd);
+      e->scratch_md = pd.scratchpad_desc();
+      e->src = dnnl::memory(src_md, engine(), DNNL_MEMORY_NONE);
+      e->dst = dnnl::memory(dst_md, engine(), DNNL_MEMORY_NONE);
+      e->placement = "pool2d_forward " + key + " -> " + impl_name(pd);
+      return e;
+    });
+  });
+  e.src.set_data_handle(const_cast<float*>(x.data()));
+  e.dst.set_data_handle(y.data());
+  e.prim.execute(stream(), {{DNNL_ARG_SRC, e.src},
+                            {DNNL_ARG_DST, e.dst},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}});
+  stream().wait();
+}
+
+// dx (N,C,H,W) from dy (N,C,P,Q): max routes each dy to the first x in its window equal to y,
+// average spreads dy evenly over the window's non-padded elements. dx is overwritten.
+void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                 const Pool2dParams& p) {
+  check_pool_shapes(x.shape(), y.shape(), p);
+  expect_shape(dx, x.shape(), "pool2d dx");
+  expect_shape(dy, y.shape(), "pool2d dy");
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
+  const float* xp = x.data();
+  const float* yp = y.data();
+  const float* dyp = dy.data();
+  float* dxp = dx.data();
+  const bool is_max = p.mode == PoolMode::kMax;
+  if (is_max && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
+      p.pad_h == 0 && p.pad_w == 0) {
+    max_pool_backward_2x2(dxp, dyp, xp, yp, planes, H, W, P, Q);
+    return;
+  }
+  // One plane per iteration: overlapping windows (stride < kernel) stay within one thread.
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xs = xp + plane * H * W;
+    const float* ys = yp + plane * P * Q;
+    const float* dys = dyp + plane * P * Q;
+    float* dxs = dxp + plane * H * W;
+    std::fill(dxs, dxs + H * W, 0.f);
+    for (int64_t op = 0; op < P; ++op) {
+      const int64_t h0 = op * p.stride_h - p.pad_h;
+      const int64_t hs = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        const int64_t w0 = oq * p.stride_w - p.pad_w;
+        const int64_t ws = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p.kernel_w, W);
+        const float g = dys[op * Q + oq];
+        if (hs >= he || ws >= we) continue;
+        if (is_max) {
+          dxs[first_max(xs, W, hs, he, ws, we, ys[op * Q + oq])] += g;
+        } else {
+          const float share = g / static_cast<float>((he - hs) * (we - ws));
+          for (int64_t h = hs; h < he; ++h) {
+            for (int64_t w = ws; w < we; ++w) dxs[h * W + w] += share;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tandem

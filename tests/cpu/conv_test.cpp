@@ -1,0 +1,123 @@
+// Convolution forward, backward-data and backward-filter of every backend against the reference.
+#include <string>
+#include <vector>
+
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
+
+namespace tandem::testing {
+namespace {
+
+struct ConvCase {
+  std::string name;
+  reference::ConvShape s;
+  Conv2dParams p;
+};
+
+Conv2dParams params(int sh, int sw, int ph, int pw, int dh = 1, int dw = 1) {
+  Conv2dParams p;
+  p.stride_h = sh, p.stride_w = sw, p.pad_h = ph, p.pad_w = pw, p.dilation_h = dh,
+  p.dilation_w = dw;
+  return p;
+}
+
+// Odd and edge shapes: batch 1, C=3, K=7, 1x1 kernels, stride 2, padding, dilation 2,
+// non-square images and kernels, channel counts off oneDNN's 16-blocks.
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"3x3_pad1", {2, 3, 8, 8, 4, 3, 3}, params(1, 1, 1, 1)},
+      {"lenet_conv1_batch1", {1, 1, 28, 28, 20, 5, 5}, params(1, 1, 0, 0)},
+      {"odd_nonsquare_stride2_k7", {3, 5, 7, 9, 7, 3, 2}, params(2, 2, 1, 1)},
+      {"1x1", {2, 16, 5, 5, 8, 1, 1}, params(1, 1, 0, 0)},
+      {"1x1_stride2", {2, 6, 7, 6, 7, 1, 1}, params(2, 2, 0, 0)},
+      {"dilation2", {2, 3, 11, 10, 4, 3, 3}, params(1, 1, 2, 2, 2, 2)},
+      {"mixed_strides_pads", {2, 4, 9, 8, 5, 3, 3}, params(2, 1, 0, 1, 1, 2)},
+      {"channel_tails", {2, 17, 6, 6, 33, 3, 3}, params(1, 1, 1, 1)},
+      {"batch1_C3_K7_5x5_pad2", {1, 3, 12, 10, 7, 5, 5}, params(1, 1, 2, 2)},
+  };
+}
+
+class ConvTest : public BackendTest {};
+
+TEST_P(ConvTest, ForwardMatchesReference) {
+  uint32_t seed = 1;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const int64_t P = s.p(c.p), Q = s.q(c.p);
+    Floats x = random(s.n * s.c * s.h * s.w, seed++), w = random(s.k * s.c * s.r * s.s, seed++);
+    Floats b = random(s.k, seed++);
+    Tensor tx = upload({s.n, s.c, s.h, s.w}, x), tw = upload({s.k, s.c, s.r, s.s}, w);
+    Tensor tb = upload({s.k}, b);
+    Tensor y = output({s.n, s.k, P, Q});
+    be().conv2d_forward(y, tx, tw, &tb, c.p);
+    EXPECT_CLOSE(download(y), reference::conv2d_forward(x, w, b, s, c.p));
+    Tensor y_nobias = output({s.n, s.k, P, Q});
+    be().conv2d_forward(y_nobias, tx, tw, nullptr, c.p);
+    EXPECT_CLOSE(download(y_nobias), reference::conv2d_forward(x, w, {}, s, c.p));
+  }
+}
+
+TEST_P(ConvTest, BackwardDataMatchesReference) {
+  uint32_t seed = 100;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const int64_t P = s.p(c.p), Q = s.q(c.p);
+    Floats dy = random(s.n * s.k * P * Q, seed++), w = random(s.k * s.c * s.r * s.s, seed++);
+    Tensor tdy = upload({s.n, s.k, P, Q}, dy), tw = upload({s.k, s.c, s.r, s.s}, w);
+    Tensor dx = output({s.n, s.c, s.h, s.w});
+    be().conv2d_backward_data(dx, tdy, tw, c.p);
+    EXPECT_CLOSE(download(dx), reference::conv2d_backward_data(dy, w, s, c.p));
+  }
+}
+
+TEST_P(ConvTest, BackwardFilterMatchesReference) {
+  uint32_t seed = 200;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const int64_t P = s.p(c.p), Q = s.q(c.p);
+    Floats dy = random(s.n * s.k * P * Q, seed++), x = random(s.n * s.c * s.h * s.w, seed++);
+    Tensor tdy = upload({s.n, s.k, P, Q}, dy), tx = upload({s.n, s.c, s.h, s.w}, x);
+    Tensor dw = output({s.k, s.c, s.r, s.s});
+    be().conv2d_backward_filter(dw, tdy, tx, c.p);
+    EXPECT_CLOSE(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p));
+  }
+}
+
+TEST_P(ConvTest, RepeatedCallsGiveTheSameResultAndSmallerBatchWorks) {
+  const reference::ConvShape s{4, 3, 9, 9, 5, 3, 3};
+  const Conv2dParams p = params(1, 1, 1, 1);
+  Floats x = random(s.n * s.c * s.h * s.w, 7), w = random(s.k * s.c * 9, 8);
+  Tensor tx = upload({s.n, s.c, s.h, s.w}, x), tw = upload({s.k, s.c, 3, 3}, w);
+  Tensor y = output({s.n, s.k, 9, 9});
+  be().conv2d_forward(y, tx, tw, nullptr, p);
+  Floats first = download(y);
+  be().conv2d_forward(y, tx, tw, nullptr, p);
+  EXPECT_EQ(download(y), first);
+  // A smaller last batch through prefix views of the same buffers.
+  Tensor y2 = y.prefix(2);
+  be().conv2d_forward(y2, tx.prefix(2), tw, nullptr, p);
+  reference::ConvShape s2 = s;
+  s2.n = 2;
+  Floats x2(x.begin(), x.begin() + 2 * s.c * s.h * s.w);
+  EXPECT_CLOSE(download(y2), reference::conv2d_forward(x2, w, {}, s2, p));
+}
+
+TEST_P(ConvTest, PlacementLogNamesEachCachedPrimitiveOnce) {
+  const Conv2dParams p = params(1, 1, 0, 0);
+  Tensor x = upload({2, 3, 6, 6}, random(2 * 3 * 36, 3)), w = upload({4, 3, 3, 3}, random(108, 4));
+  Tensor y = output({2, 4, 4, 4});
+  const size_t before = be().placement_log().size();
+  be().conv2d_forward(y, x, w, nullptr, p);
+  be().conv2d_forward(y, x, w, nullptr, p);
+  std::vector<std::string> log = be().placement_log();
+  ASSERT_EQ(log.size(), before + 1);
+  EXPECT_NE(log.back().find("conv2d_forward"), std::string::npos) << log.back();
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(ConvTest);
+
+}  // namespace
+}  // namespace tandem::testing

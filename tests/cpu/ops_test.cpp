@@ -1,0 +1,255 @@
+// Gemm, bias, add, activations, losses, accuracy, non-finite count and memory statistics of every
+// backend against the reference.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
+
+namespace tandem::testing {
+namespace {
+
+class GemmTest : public BackendTest {};
+
+TEST_P(GemmTest, AllTransposesMatchReference) {
+  struct Dims {
+    int64_t m, n, k;
+  };
+  uint32_t seed = 1;
+  for (Dims d : {Dims{7, 13, 5}, Dims{1, 10, 800}, Dims{64, 500, 33}, Dims{3, 1, 1}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      SCOPED_TRACE(std::to_string(d.m) + "x" + std::to_string(d.n) + "x" + std::to_string(d.k) +
+                   (ta ? " A^T" : "") + (tb ? " B^T" : ""));
+      Floats a = random(d.m * d.k, seed++), b = random(d.k * d.n, seed++);
+      Floats c = random(d.m * d.n, seed++);
+      Tensor ta_t = upload(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, a);
+      Tensor tb_t = upload(tb ? Shape{d.n, d.k} : Shape{d.k, d.n}, b);
+      Tensor tc = upload({d.m, d.n}, c);
+      be().gemm(tc, ta_t, tb_t, ta, tb, 0.5f, 0.25f);
+      EXPECT_CLOSE(download(tc), reference::gemm(c, a, b, d.m, d.n, d.k, ta, tb, 0.5, 0.25));
+    }
+  }
+}
+
+// With beta 0 the old contents of c are not read: NaN there must not leak into the result.
+TEST_P(GemmTest, BetaZeroIgnoresOldOutput) {
+  Floats a = random(4 * 6, 1), b = random(6 * 5, 2);
+  Tensor ta = upload({4, 6}, a), tb = upload({6, 5}, b), tc = output({4, 5});
+  be().gemm(tc, ta, tb, false, false, 1.f, 0.f);
+  EXPECT_CLOSE(download(tc), reference::gemm(Floats(20), a, b, 4, 5, 6, false, false, 1, 0));
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(GemmTest);
+
+class ElementwiseTest : public BackendTest {};
+
+TEST_P(ElementwiseTest, BiasAddMatchesReference) {
+  struct Case {
+    Shape shape;
+    int64_t inner;
+  };
+  uint32_t seed = 1;
+  for (const Case& c :
+       {Case{{5, 7}, 1}, Case{{3, 4, 5, 6}, 30}, Case{{1, 3, 1, 1}, 1}, Case{{2, 17, 3, 5}, 15}}) {
+    SCOPED_TRACE(c.shape.str());
+    const int64_t n = c.shape[0], ch = c.shape[1];
+    Floats y = random(c.shape.numel(), seed++), b = random(ch, seed++);
+    Tensor ty = upload(c.shape, y), tb = upload({ch}, b);
+    be().bias_add(ty, tb);
+    EXPECT_CLOSE(download(ty), reference::bias_add(y, b, n, ch, c.inner));
+  }
+}
+
+TEST_P(ElementwiseTest, BiasBackwardMatchesReference) {
+  uint32_t seed = 10;
+  for (const Shape& s : {Shape{5, 7}, Shape{128, 512}, Shape{3, 4, 5, 6}, Shape{64, 20, 24, 24}}) {
+    SCOPED_TRACE(s.str());
+    const int64_t n = s[0], ch = s[1], inner = s.numel() / (n * ch);
+    Floats dy = random(s.numel(), seed++);
+    Tensor tdy = upload(s, dy), db = output({ch});
+    be().bias_backward(db, tdy);
+    EXPECT_CLOSE(download(db), reference::bias_backward(dy, n, ch, inner));
+  }
+}
+
+TEST_P(ElementwiseTest, AddMatchesReferenceAndMayAlias) {
+  Floats a = random(1001, 1), b = random(1001, 2);
+  Tensor ta = upload({7, 11, 13}, a), tb = upload({7, 11, 13}, b), y = output({7, 11, 13});
+  be().add(y, ta, tb);
+  EXPECT_CLOSE(download(y), reference::add(a, b));
+  be().add(ta, ta, tb);  // in place
+  EXPECT_CLOSE(download(ta), reference::add(a, b));
+}
+
+TEST_P(ElementwiseTest, FillAndCopy) {
+  Tensor t = output({3, 5});
+  be().fill(t, 2.5f);
+  EXPECT_EQ(download(t), Floats(15, 2.5f));
+  Floats src = random(15, 3);
+  Tensor s = upload({15}, src);
+  be().copy(t, s);
+  EXPECT_EQ(download(t), src);
+}
+
+TEST_P(ElementwiseTest, CountNonfiniteCountsNanAndBothInfinities) {
+  Floats v = random(100003, 4);
+  v[0] = NAN;
+  v[5000] = INFINITY;
+  v[100002] = -INFINITY;
+  Tensor t = upload({100003}, v);
+  EXPECT_EQ(be().count_nonfinite(t), 3);
+  Tensor clean = upload({4}, {1.f, -1.f, 0.f, 3e38f});
+  EXPECT_EQ(be().count_nonfinite(clean), 0);
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(ElementwiseTest);
+
+class ActivationTest : public BackendTest {};
+
+TEST_P(ActivationTest, ForwardAndBackwardMatchReference) {
+  const float kAlpha = 0.1f;
+  uint32_t seed = 1;
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+    for (const Shape& s : {Shape{1003}, Shape{2, 3, 5, 7}}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(a)) + " " + s.str());
+      Floats x = random(s.numel(), seed++, -4.f, 4.f), dy = random(s.numel(), seed++);
+      Tensor tx = upload(s, x), y = output(s);
+      be().activation_forward(y, tx, a, kAlpha);
+      EXPECT_CLOSE(download(y), reference::activation_forward(x, a, kAlpha));
+      Tensor tdy = upload(s, dy), dx = output(s);
+      be().activation_backward(dx, tdy, tx, y, a, kAlpha);
+      EXPECT_CLOSE(download(dx), reference::activation_backward(dy, x, a, kAlpha));
+    }
+  }
+}
+
+TEST_P(ActivationTest, ForwardInPlace) {
+  Floats x = random(999, 5, -3.f, 3.f);
+  Tensor t = upload({999}, x);
+  be().activation_forward(t, t, Activation::kTanh, 0.f);
+  EXPECT_CLOSE(download(t), reference::activation_forward(x, Activation::kTanh, 0));
+}
+
+TEST_P(ActivationTest, BackwardInPlaceOverDy) {
+  Floats x = random(999, 6, -3.f, 3.f), dy = random(999, 7);
+  Tensor tx = upload({999}, x), y = output({999}), g = upload({999}, dy);
+  be().activation_forward(y, tx, Activation::kSigmoid, 0.f);
+  be().activation_backward(g, g, tx, y, Activation::kSigmoid, 0.f);
+  EXPECT_CLOSE(download(g), reference::activation_backward(dy, x, Activation::kSigmoid, 0));
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(ActivationTest);
+
+class LossTest : public BackendTest {
+ protected:
+  static std::vector<int32_t> labels(int64_t n, int64_t c, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::vector<int32_t> l(n);
+    for (int32_t& v : l) v = static_cast<int32_t>(gen() % c);
+    return l;
+  }
+  static Doubles scalar(double v) { return Doubles{v}; }
+};
+
+TEST_P(LossTest, SoftmaxCrossEntropyMatchesReference) {
+  for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 10}, {64, 10}, {7, 3}, {5, 1000}}) {
+    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(c));
+    Floats x = random(n * c, static_cast<uint32_t>(n * c), -5.f, 5.f);
+    std::vector<int32_t> l = labels(n, c, 3);
+    Tensor logits = upload({n, c}, x), lab = upload_labels(l);
+    Tensor loss = output({1}), probs = output({n, c}), d = output({n, c});
+    be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+    EXPECT_CLOSE(download(loss), scalar(reference::softmax_cross_entropy(x, l, n, c)));
+    Floats p = download(probs);
+    EXPECT_CLOSE(p, reference::softmax(x, n, c));
+    be().softmax_cross_entropy_backward(d, probs, lab);
+    EXPECT_CLOSE(download(d), reference::softmax_cross_entropy_backward(p, l, n, c));
+  }
+}
+
+// Logits around 1000 overflow exp() unless the row maximum is subtracted first.
+TEST_P(LossTest, SoftmaxCrossEntropyIsStableForLargeLogits) {
+  Floats x = random(4 * 10, 9, -5.f, 5.f);
+  Floats shifted = x;
+  for (float& v : shifted) v += 1000.f;
+  std::vector<int32_t> l = labels(4, 10, 2);
+  Tensor logits = upload({4, 10}, shifted), lab = upload_labels(l);
+  Tensor loss = output({1}), probs = output({4, 10});
+  be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+  Floats got = download(loss);
+  EXPECT_TRUE(std::isfinite(got[0]));
+  EXPECT_LT(relative_error(got, scalar(reference::softmax_cross_entropy(x, l, 4, 10))), 1e-3);
+}
+
+TEST_P(LossTest, MseMatchesReference) {
+  const int64_t n = 9, c = 5;
+  Floats x = random(n * c, 4);
+  std::vector<int32_t> l = labels(n, c, 5);
+  Tensor pred = upload({n, c}, x), lab = upload_labels(l), loss = output({1});
+  Tensor d = output({n, c});
+  be().mse_forward(loss, pred, lab);
+  EXPECT_CLOSE(download(loss), scalar(reference::mse(x, l, n, c)));
+  be().mse_backward(d, pred, lab);
+  EXPECT_CLOSE(download(d), reference::mse_backward(x, l, n, c));
+}
+
+TEST_P(LossTest, AccuracyCountsRowsWhoseFirstMaximumIsTheLabel) {
+  // Row 0: max at 1 (label 1, hit). Row 1: tie between 0 and 2, first is 0 (label 0, hit).
+  // Row 2: three-way tie (label 0, hit). Row 3: max at 2 (label 0, miss). Taking the last
+  // maximum instead would give 1.
+  Tensor scores = upload({4, 3}, {0.f, 5.f, 1.f, 3.f, 1.f, 3.f, 7.f, 7.f, 7.f, 1.f, 2.f, 3.f});
+  Tensor lab = upload_labels({1, 0, 0, 0}), correct = output({1});
+  be().accuracy(correct, scores, lab);
+  EXPECT_EQ(download(correct)[0], 3.f);
+
+  Floats x = random(100 * 7, 8);
+  std::vector<int32_t> l = labels(100, 7, 9);
+  Tensor s2 = upload({100, 7}, x), l2 = upload_labels(l);
+  be().accuracy(correct, s2, l2);
+  EXPECT_EQ(download(correct)[0], static_cast<float>(reference::accuracy(x, l, 100, 7)));
+}
+
+TEST_P(LossTest, LabelOutOfRangeNamesTheSample) {
+  Tensor logits = upload({4, 10}, random(40, 1)), loss = output({1}), probs = output({4, 10});
+  Tensor lab = upload_labels({0, 9, 3, 10});
+  try {
+    be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+    FAIL() << "no DataError for label 10";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.cause(), "label 10 of sample 3 is outside [0, 10)");
+    EXPECT_FALSE(e.hint().empty());
+  }
+  Tensor negative = upload_labels({0, -1, 3, 2});
+  EXPECT_THROW(be().mse_forward(loss, logits, negative), DataError);
+  EXPECT_THROW(be().accuracy(loss, logits, lab), DataError);
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(LossTest);
+
+class MemoryTest : public BackendTest {};
+
+TEST_P(MemoryTest, PeakTracksAllocationsAndResets) {
+  be().reset_peak_memory();
+  const size_t base = be().peak_memory_bytes();
+  {
+    Tensor big(be(), Shape{1 << 20});  // 4 MiB
+    EXPECT_GE(be().peak_memory_bytes(), base + (4u << 20));
+  }
+  be().reset_peak_memory();
+  EXPECT_LT(be().peak_memory_bytes(), base + (4u << 20));
+}
+
+TEST_P(MemoryTest, AllocationsAre64ByteAligned) {
+  for (size_t bytes : {1u, 3u, 100u, 4096u}) {
+    std::shared_ptr<void> p = be().allocate(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % 64, 0u) << bytes;
+  }
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(MemoryTest);
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,74 @@
+// Max and average pooling forward and backward of every backend against the reference.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
+
+namespace tandem::testing {
+namespace {
+
+struct PoolCase {
+  std::string name;
+  int64_t n, c, h, w;
+  Pool2dParams p;
+};
+
+Pool2dParams pool(PoolMode mode, int kh, int kw, int sh, int sw, int ph = 0, int pw = 0) {
+  Pool2dParams p;
+  p.mode = mode, p.kernel_h = kh, p.kernel_w = kw, p.stride_h = sh, p.stride_w = sw, p.pad_h = ph,
+  p.pad_w = pw;
+  return p;
+}
+
+std::vector<PoolCase> pool_cases() {
+  const PoolMode kMax = PoolMode::kMax, kAvg = PoolMode::kAverage;
+  return {
+      {"max_2x2_s2", 2, 3, 8, 8, pool(kMax, 2, 2, 2, 2)},
+      {"max_2x2_s2_odd", 1, 5, 7, 9, pool(kMax, 2, 2, 2, 2)},
+      {"max_3x3_s2_pad1", 2, 3, 9, 10, pool(kMax, 3, 3, 2, 2, 1, 1)},
+      {"max_3x2_s21", 2, 17, 6, 7, pool(kMax, 3, 2, 2, 1)},
+      {"avg_2x2_s2", 2, 3, 8, 8, pool(kAvg, 2, 2, 2, 2)},
+      {"avg_3x3_s1_pad1", 1, 4, 7, 5, pool(kAvg, 3, 3, 1, 1, 1, 1)},
+      {"avg_3x3_s2_pad1_nonsquare", 2, 3, 9, 6, pool(kAvg, 3, 3, 2, 2, 1, 1)},
+  };
+}
+
+class PoolTest : public BackendTest {};
+
+TEST_P(PoolTest, ForwardMatchesReference) {
+  uint32_t seed = 10;
+  for (const PoolCase& c : pool_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
+    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    Floats x = random(c.n * c.c * c.h * c.w, seed++);
+    Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
+    be().pool2d_forward(y, tx, c.p);
+    EXPECT_CLOSE(download(y), reference::pool2d_forward(x, c.n, c.c, c.h, c.w, c.p));
+  }
+}
+
+// Inputs on a coarse grid of values, so max windows hold ties: the gradient goes to the first.
+TEST_P(PoolTest, BackwardMatchesReferenceWithTies) {
+  uint32_t seed = 20;
+  for (const PoolCase& c : pool_cases()) {
+    SCOPED_TRACE(c.name);
+    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
+    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    Floats x = random(c.n * c.c * c.h * c.w, seed++, -2.f, 2.f);
+    for (float& v : x) v = std::round(v);
+    Floats dy = random(c.n * c.c * P * Q, seed++);
+    Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
+    be().pool2d_forward(y, tx, c.p);
+    Tensor tdy = upload({c.n, c.c, P, Q}, dy), dx = output({c.n, c.c, c.h, c.w});
+    be().pool2d_backward(dx, tdy, tx, y, c.p);
+    EXPECT_CLOSE(download(dx), reference::pool2d_backward(dy, x, c.n, c.c, c.h, c.w, c.p));
+  }
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(PoolTest);
+
+}  // namespace
+}  // namespace tandem::testing

@@ -1,0 +1,300 @@
+// Naive double-precision reference implementations of the Backend ops (see reference.h).
+#include "tests/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/rng.h"
+
+namespace tandem::reference {
+
+Doubles gemm(const Floats& c, const Floats& a, const Floats& b, int64_t m, int64_t n, int64_t k,
+             bool trans_a, bool trans_b, double alpha, double beta) {
+  Doubles out(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l) {
+        double av = trans_a ? a[l * m + i] : a[i * k + l];
+        double bv = trans_b ? b[j * k + l] : b[l * n + j];
+        s += av * bv;
+      }
+      out[i * n + j] = alpha * s + (beta != 0 ? beta * c[i * n + j] : 0.0);
+    }
+  }
+  return out;
+}
+
+// Visits every (n, k, p, q, c, r, s) with its input position (h, w) inside the image.
+template <typename F>
+void for_each_tap(const ConvShape& s, const Conv2dParams& cp, F&& f) {
+  const int64_t P = s.p(cp), Q = s.q(cp);
+  for (int64_t n = 0; n < s.n; ++n)
+    for (int64_t k = 0; k < s.k; ++k)
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q)
+          for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t r = 0; r < s.r; ++r)
+              for (int64_t t = 0; t < s.s; ++t) {
+                int64_t h = p * cp.stride_h - cp.pad_h + r * cp.dilation_h;
+                int64_t w = q * cp.stride_w - cp.pad_w + t * cp.dilation_w;
+                if (h < 0 || h >= s.h || w < 0 || w >= s.w) continue;
+                int64_t yi = ((n * s.k + k) * P + p) * Q + q;
+                int64_t xi = ((n * s.c + c) * s.h + h) * s.w + w;
+                int64_t wi = ((k * s.c + c) * s.r + r) * s.s + t;
+                f(yi, xi, wi);
+              }
+}
+
+Doubles conv2d_forward(const Floats& x, const Floats& w, const Floats& b, const ConvShape& s,
+                       const Conv2dParams& p) {
+  const int64_t P = s.p(p), Q = s.q(p);
+  Doubles y(s.n * s.k * P * Q, 0.0);
+  for_each_tap(s, p, [&](int64_t yi, int64_t xi, int64_t wi) {
+    y[yi] += static_cast<double>(x[xi]) * w[wi];
+  });
+  if (!b.empty()) {
+    for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i) y[i] += b[(i / (P * Q)) % s.k];
+  }
+  return y;
+}
+
+Doubles conv2d_backward_data(const Floats& dy, const Floats& w, const ConvShape& s,
+                             const Conv2dParams& p) {
+  Doubles dx(s.n * s.c * s.h * s.w, 0.0);
+  for_each_tap(s, p, [&](int64_t yi, int64_t xi, int64_t wi) {
+    dx[xi] += static_cast<double>(dy[yi]) * w[wi];
+  });
+  return dx;
+}
+
+Doubles conv2d_backward_filter(const Floats& dy, const Floats& x, const ConvShape& s,
+                               const Conv2dParams& p) {
+  Doubles dw(s.k * s.c * s.r * s.s, 0.0);
+  for_each_tap(s, p, [&](int64_t yi, int64_t xi, int64_t wi) {
+    dw[wi] += static_cast<double>(dy[yi]) * x[xi];
+  });
+  return dw;
+}
+
+namespace {
+
+// Window of output (op, oq) clipped to the image: rows [h0, h1), columns [w0, w1).
+struct Window {
+  int64_t h0, h1, w0, w1;
+};
+
+Window window(int64_t op, int64_t oq, int64_t h, int64_t w, const Pool2dParams& p) {
+  int64_t hs = op * p.stride_h - p.pad_h, ws = oq * p.stride_w - p.pad_w;
+  return {std::max<int64_t>(hs, 0), std::min<int64_t>(hs + p.kernel_h, h), std::max<int64_t>(ws, 0),
+          std::min<int64_t>(ws + p.kernel_w, w)};
+}
+
+}  // namespace
+
+Doubles pool2d_forward(const Floats& x, int64_t n, int64_t c, int64_t h, int64_t w,
+                       const Pool2dParams& p) {
+  const int64_t P = conv_out_size(h, p.kernel_h, p.stride_h, p.pad_h);
+  const int64_t Q = conv_out_size(w, p.kernel_w, p.stride_w, p.pad_w);
+  Doubles y(n * c * P * Q);
+  for (int64_t plane = 0; plane < n * c; ++plane)
+    for (int64_t op = 0; op < P; ++op)
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        Window win = window(op, oq, h, w, p);
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int64_t i = win.h0; i < win.h1; ++i)
+          for (int64_t j = win.w0; j < win.w1; ++j) {
+            double v = x[(plane * h + i) * w + j];
+            best = std::max(best, v);
+            sum += v;
+          }
+        double count = static_cast<double>((win.h1 - win.h0) * (win.w1 - win.w0));
+        y[(plane * P + op) * Q + oq] = p.mode == PoolMode::kMax ? best : sum / count;
+      }
+  return y;
+}
+
+Doubles pool2d_backward(const Floats& dy, const Floats& x, int64_t n, int64_t c, int64_t h,
+                        int64_t w, const Pool2dParams& p) {
+  const int64_t P = conv_out_size(h, p.kernel_h, p.stride_h, p.pad_h);
+  const int64_t Q = conv_out_size(w, p.kernel_w, p.stride_w, p.pad_w);
+  Doubles dx(n * c * h * w, 0.0);
+  for (int64_t plane = 0; plane < n * c; ++plane)
+    for (int64_t op = 0; op < P; ++op)
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        Window win = window(op, oq, h, w, p);
+        double g = dy[(plane * P + op) * Q + oq];
+        if (p.mode == PoolMode::kMax) {
+          int64_t arg = -1;
+          for (int64_t i = win.h0; i < win.h1; ++i)
+            for (int64_t j = win.w0; j < win.w1; ++j) {
+              int64_t idx = (plane * h + i) * w + j;
+              if (arg < 0 || x[idx] > x[arg]) arg = idx;  // strict: the first maximum wins
+            }
+          dx[arg] += g;
+        } else {
+          double count = static_cast<double>((win.h1 - win.h0) * (win.w1 - win.w0));
+          for (int64_t i = win.h0; i < win.h1; ++i)
+            for (int64_t j = win.w0; j < win.w1; ++j) dx[(plane * h + i) * w + j] += g / count;
+        }
+      }
+  return dx;
+}
+
+namespace {
+
+double act(double x, Activation a, double alpha) {
+  switch (a) {
+    case Activation::kRelu:
+      return x > 0 ? x : 0.0;
+    case Activation::kLeakyRelu:
+      return x > 0 ? x : alpha * x;
+    case Activation::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case Activation::kTanh:
+      return std::tanh(x);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Doubles activation_forward(const Floats& x, Activation a, double alpha) {
+  Doubles y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = act(x[i], a, alpha);
+  return y;
+}
+
+Doubles activation_backward(const Floats& dy, const Floats& x, Activation a, double alpha) {
+  Doubles dx(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double y = act(x[i], a, alpha), d = 0;
+    switch (a) {
+      case Activation::kRelu:
+        d = x[i] > 0 ? 1.0 : 0.0;
+        break;
+      case Activation::kLeakyRelu:
+        d = x[i] > 0 ? 1.0 : alpha;
+        break;
+      case Activation::kSigmoid:
+        d = y * (1 - y);
+        break;
+      case Activation::kTanh:
+        d = 1 - y * y;
+        break;
+    }
+    dx[i] = dy[i] * d;
+  }
+  return dx;
+}
+
+Doubles bias_add(const Floats& y, const Floats& b, int64_t n, int64_t c, int64_t inner) {
+  Doubles out(y.begin(), y.end());
+  for (int64_t i = 0; i < n * c * inner; ++i) out[i] += b[(i / inner) % c];
+  return out;
+}
+
+Doubles bias_backward(const Floats& dy, int64_t n, int64_t c, int64_t inner) {
+  Doubles db(c, 0.0);
+  for (int64_t i = 0; i < n * c * inner; ++i) db[(i / inner) % c] += dy[i];
+  return db;
+}
+
+Doubles add(const Floats& a, const Floats& b) {
+  Doubles y(a.size());
+  for (size_t i = 0; i < a.size(); ++i) y[i] = static_cast<double>(a[i]) + b[i];
+  return y;
+}
+
+Doubles softmax(const Floats& logits, int64_t n, int64_t c) {
+  Doubles p(n * c);
+  for (int64_t i = 0; i < n; ++i) {
+    double m = *std::max_element(logits.begin() + i * c, logits.begin() + (i + 1) * c), s = 0;
+    for (int64_t j = 0; j < c; ++j) s += std::exp(logits[i * c + j] - m);
+    for (int64_t j = 0; j < c; ++j) p[i * c + j] = std::exp(logits[i * c + j] - m) / s;
+  }
+  return p;
+}
+
+double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c) {
+  Doubles p = softmax(logits, n, c);
+  double loss = 0;
+  for (int64_t i = 0; i < n; ++i) loss -= std::log(p[i * c + labels[i]]);
+  return loss / n;
+}
+
+Doubles softmax_cross_entropy_backward(const Floats& probs, const Labels& labels, int64_t n,
+                                       int64_t c) {
+  Doubles d(n * c);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) d[i * c + j] = (probs[i * c + j] - (j == labels[i])) / n;
+  return d;
+}
+
+double mse(const Floats& pred, const Labels& labels, int64_t n, int64_t c) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      double e = pred[i * c + j] - (j == labels[i] ? 1.0 : 0.0);
+      s += e * e;
+    }
+  return s / (n * c);
+}
+
+Doubles mse_backward(const Floats& pred, const Labels& labels, int64_t n, int64_t c) {
+  Doubles d(n * c);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      d[i * c + j] = 2.0 * (pred[i * c + j] - (j == labels[i] ? 1.0 : 0.0)) / (n * c);
+  return d;
+}
+
+int64_t accuracy(const Floats& scores, const Labels& labels, int64_t n, int64_t c) {
+  int64_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (scores[i * c + j] > scores[i * c + best]) best = j;
+    hits += best == labels[i];
+  }
+  return hits;
+}
+
+Doubles dropout_mask(int64_t numel, double p, uint64_t seed, uint64_t offset) {
+  Doubles m(numel);
+  for (int64_t i = 0; i < numel; ++i) {
+    m[i] = philox_uniform(seed, offset, static_cast<uint64_t>(i)) >= p ? 1.0 / (1.0 - p) : 0.0;
+  }
+  return m;
+}
+
+void sgd_update(Doubles& w, Doubles& velocity, const Doubles& grad, const SgdParams& p) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    double g = grad[i] + static_cast<double>(p.weight_decay) * w[i];
+    if (p.momentum != 0) {
+      velocity[i] = p.momentum * velocity[i] + g;
+      g = p.nesterov ? g + p.momentum * velocity[i] : velocity[i];
+    }
+    w[i] -= p.lr * g;
+  }
+}
+
+void adam_update(Doubles& w, Doubles& m, Doubles& v, const Doubles& grad, const AdamParams& p) {
+  const double b1 = p.beta1, b2 = p.beta2, t = static_cast<double>(p.step);
+  for (size_t i = 0; i < w.size(); ++i) {
+    double g = grad[i];
+    if (p.decoupled) {
+      w[i] *= 1.0 - static_cast<double>(p.lr) * p.weight_decay;
+    } else {
+      g += static_cast<double>(p.weight_decay) * w[i];
+    }
+    m[i] = b1 * m[i] + (1 - b1) * g;
+    v[i] = b2 * v[i] + (1 - b2) * g * g;
+    double m_hat = m[i] / (1 - std::pow(b1, t));
+    double v_hat = v[i] / (1 - std::pow(b2, t));
+    w[i] -= p.lr * m_hat / (std::sqrt(v_hat) + p.eps);
+  }
+}
+
+}  // namespace tandem::reference
