@@ -18,7 +18,7 @@ Init resolve_init(const std::string& configured, const std::string& next_type) {
   if (configured == "glorot_normal") return Init::kGlorotNormal;
   if (configured == "glorot_uniform") return Init::kGlorotUniform;
   if (configured == "pytorch") return Init::kPytorch;
-  if (next_type == "relu" || next_type == "leaky_relu") return Init::kHeNormal;
+  if (next_type == "relu" || next_type == "leaky_relu") return Init::kHeUniform;
   return Init::kGlorotUniform;
 }
 

@@ -10,7 +10,7 @@ namespace tandem {
 
 // Reads `init:` (empty when absent): he_normal | he_uniform | glorot_normal | glorot_uniform | pytorch.
 std::string read_init(ConfigMap& args);
-// The init for a weight: the configured one, else He normal before relu-like activations
+// The init for a weight: the configured one, else He uniform before relu-like activations
 // (they halve the variance), Glorot uniform otherwise.
 Init resolve_init(const std::string& configured, const std::string& next_type);
 
