@@ -30,5 +30,7 @@ std::vector<std::string> backend_names();
 // "gpu" entry that explains how to get one). Defined in tools/builtin_backends.cpp, the one place
 // that knows which backends were compiled in.
 void register_builtin_backends();
+// Whether this build contains the GPU backend (same file).
+bool build_has_cuda();
 
 }  // namespace tandem

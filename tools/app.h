@@ -13,7 +13,6 @@ namespace tandem {
 
 // Registers every backend and layer of this build (idempotent).
 void register_everything();
-bool build_has_cuda();  // tools/builtin_backends.cpp
 
 struct RunRequest {
   std::string config_path;

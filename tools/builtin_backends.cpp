@@ -4,6 +4,7 @@
 #include "engine/error.h"
 #ifdef TANDEM_WITH_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/device_query.h"
 #endif
 
 namespace tandem {
@@ -37,7 +38,7 @@ namespace tandem {
 
 void print_gpu_devices(std::ostream& out) {
 #ifdef TANDEM_WITH_CUDA
-  out << "GPU\n  (device query not wired yet)\n";
+  print_cuda_devices(out);
 #else
   out << "GPU\n  none usable: this build has no GPU backend (built without CUDA); rebuild with the "
          "CUDA toolkit and cuDNN installed (cmake -DTANDEM_CUDA=ON) to train on a GPU\n";

@@ -1,0 +1,167 @@
+// Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per shape).
+#include <vector>
+
+#include "cuda/cuda_backend_impl.h"
+
+namespace tandem {
+
+std::string conv_fwd_algo_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "algo " + std::to_string(static_cast<int>(a));
+  }
+}
+
+std::string conv_bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "algo " + std::to_string(static_cast<int>(a));
+  }
+}
+
+std::string conv_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+    default: return "algo " + std::to_string(static_cast<int>(a));
+  }
+}
+
+namespace {
+
+// Whether a ranked candidate of cudnnGet*Algorithm_v7 may be used under the options.
+bool acceptable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math,
+                const BackendOptions& o) {
+  if (status != CUDNN_STATUS_SUCCESS) return false;
+  if (o.deterministic && det != CUDNN_DETERMINISTIC) return false;
+  if (!o.tf32 && (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+    return false;
+  return true;
+}
+
+[[noreturn]] void no_algorithm(const char* pass, const ConvEntry& e, const BackendOptions& o) {
+  throw DeviceError(std::string("cuDNN offers no ") + pass + " algorithm for conv2d " + e.shape +
+                        " within the workspace limit of " + format_bytes(o.workspace_bytes) +
+                        (o.deterministic ? " among the deterministic ones" : ""),
+                    "raise the GPU workspace limit" +
+                        std::string(o.deterministic ? " or turn deterministic off" : "") +
+                        ", or use --device cpu");
+}
+
+// Heuristic choice (cudnnGet*_v7: ranked by cuDNN, no trial runs, so the first step is quick and
+// the choice does not depend on timing noise): the best-ranked candidate that the options allow and
+// whose workspace fits the limit.
+void choose_fwd(CudaBackend& be, ConvEntry& e) {
+  int max_count = 0, got = 0;
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(be.cudnn(), &max_count));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count);
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, max_count,
+                                                     &got, perf.data()));
+  for (int i = 0; i < got; ++i) {
+    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
+    size_t ws = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, perf[i].algo,
+                                                &ws) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (ws > be.options().workspace_bytes) continue;
+    e.fwd = perf[i].algo, e.fwd_ws = ws, e.has_fwd = true;
+    return;
+  }
+  no_algorithm("forward", e, be.options());
+}
+
+void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
+  int max_count = 0, got = 0;
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(be.cudnn(), &max_count));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count);
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
+                                                          max_count, &got, perf.data()));
+  for (int i = 0; i < got; ++i) {
+    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
+    size_t ws = 0;
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x,
+                                                     perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (ws > be.options().workspace_bytes) continue;
+    e.bwd_data = perf[i].algo, e.bwd_data_ws = ws, e.has_bwd_data = true;
+    return;
+  }
+  no_algorithm("backward-data", e, be.options());
+}
+
+void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
+  int max_count = 0, got = 0;
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(be.cudnn(), &max_count));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max_count);
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
+                                                            max_count, &got, perf.data()));
+  for (int i = 0; i < got; ++i) {
+    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
+    size_t ws = 0;
+    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w,
+                                                       perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
+      continue;
+    if (ws > be.options().workspace_bytes) continue;
+    e.bwd_filter = perf[i].algo, e.bwd_filter_ws = ws, e.has_bwd_filter = true;
+    return;
+  }
+  no_algorithm("backward-filter", e, be.options());
+}
+
+}  // namespace
+
+// x (N,C,H,W), w (K,C,R,S), b (K) or null -> y (N,K,P,Q).
+void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                                 const Conv2dParams& p) {
+  ConvEntry& e = conv_entry(x, w, y, p);
+  if (!e.has_fwd) choose_fwd(*this, e);
+  void* ws = workspace(e.fwd_ws);
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, x.data(), e.w, w.data(), e.conv, e.fwd, ws,
+                                      e.fwd_ws, &zero, e.y, y.data()));
+  if (b) {
+    expect_numel(*b, w.dim(0), "conv2d bias");
+    CUDNN_CHECK(cudnnAddTensor(cudnn_, &one, e.bias, b->data(), &one, e.y, y.data()));
+  }
+}
+
+// dx (N,C,H,W) from dy (N,K,P,Q) and w (K,C,R,S).
+void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                                       const Conv2dParams& p) {
+  ConvEntry& e = conv_entry(dx, w, dy, p);
+  if (!e.has_bwd_data) choose_bwd_data(*this, e);
+  void* ws = workspace(e.bwd_data_ws);
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, w.data(), e.y, dy.data(), e.conv,
+                                           e.bwd_data, ws, e.bwd_data_ws, &zero, e.x, dx.data()));
+}
+
+// dw (K,C,R,S) from dy (N,K,P,Q) and x (N,C,H,W); overwrites dw.
+void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                                         const Conv2dParams& p) {
+  ConvEntry& e = conv_entry(x, dw, dy, p);
+  if (!e.has_bwd_filter) choose_bwd_filter(*this, e);
+  void* ws = workspace(e.bwd_filter_ws);
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, x.data(), e.y, dy.data(), e.conv,
+                                             e.bwd_filter, ws, e.bwd_filter_ws, &zero, e.w,
+                                             dw.data()));
+}
+
+}  // namespace tandem

@@ -1,0 +1,399 @@
+// CudaBackend: device selection and checks, handles, caching allocator, transfers, descriptor caches.
+#include "cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "cuda/cuda_backend_impl.h"
+#include "engine/backend_registry.h"
+
+namespace tandem {
+
+// ---------------------------------------------------------------------------------------------
+// DevicePool
+
+namespace {
+class PoolHandle {  // the deleter of a pool block: returns it to the free list of its pool
+ public:
+  PoolHandle(std::shared_ptr<DevicePool> pool, size_t size) : pool_(std::move(pool)), size_(size) {}
+  void operator()(void* p) const;
+
+ private:
+  std::shared_ptr<DevicePool> pool_;
+  size_t size_;
+};
+}  // namespace
+
+DevicePool::~DevicePool() {
+  for (auto& [size, p] : free_) cudaFree(p);
+}
+
+size_t DevicePool::round_size(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  constexpr size_t kSmall = 512, kLarge = 2u << 20;
+  if (bytes < (1u << 20)) return (bytes + kSmall - 1) / kSmall * kSmall;
+  return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+
+std::shared_ptr<void> DevicePool::allocate(size_t bytes) {
+  size_t size = round_size(bytes);
+  void* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The same bucket, or a free block at most 25% larger (large blocks only).
+    auto it = free_.lower_bound(size);
+    if (it != free_.end() && (it->first == size || (size >= (1u << 20) && it->first <= size + size / 4))) {
+      p = it->second;
+      size = it->first;
+      free_.erase(it);
+    }
+  }
+  if (!p) {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != device_) CUDA_CHECK(cudaSetDevice(device_));
+    cudaError_t err = cudaMalloc(&p, size);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it, give the cached blocks back to the driver, retry once
+      release_cached();
+      err = cudaMalloc(&p, size);
+    }
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      throw_cuda_error(err, "cudaMalloc(&p, size)", __FILE__, __LINE__, size);
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ += size;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_use_ += size;
+    peak_ = std::max(peak_, in_use_);
+  }
+  return std::shared_ptr<void>(p, PoolHandle(shared_from_this(), size));
+}
+
+void PoolHandle::operator()(void* p) const { pool_->give_back(p, size_); }
+
+void DevicePool::give_back(void* p, size_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ -= size;
+  free_.emplace(size, p);
+}
+
+size_t DevicePool::in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+size_t DevicePool::peak() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_;
+}
+size_t DevicePool::reserved() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reserved_;
+}
+void DevicePool::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_ = in_use_;
+}
+void DevicePool::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [size, p] : free_) {
+    cudaFree(p);  // synchronises the device: no queued kernel still uses the block
+    reserved_ -= size;
+  }
+  free_.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Descriptor caches
+
+ConvEntry::~ConvEntry() {
+  if (x) cudnnDestroyTensorDescriptor(x);
+  if (y) cudnnDestroyTensorDescriptor(y);
+  if (bias) cudnnDestroyTensorDescriptor(bias);
+  if (w) cudnnDestroyFilterDescriptor(w);
+  if (conv) cudnnDestroyConvolutionDescriptor(conv);
+}
+
+PoolEntry::~PoolEntry() {
+  if (x) cudnnDestroyTensorDescriptor(x);
+  if (y) cudnnDestroyTensorDescriptor(y);
+  if (pool) cudnnDestroyPoolingDescriptor(pool);
+}
+
+namespace {
+void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                         static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)),
+                                         static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3))));
+}
+}  // namespace
+
+ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tensor& y,
+                                   const Conv2dParams& p) {
+  TANDEM_CHECK(x.shape().rank() == 4 && w.shape().rank() == 4 && y.shape().rank() == 4,
+               "conv2d tensors must be 4-D");
+  TANDEM_CHECK(x.dim(1) == w.dim(1), "conv2d channels of x " + x.shape().str() + " and w " +
+                                         w.shape().str());
+  Shape expected{x.dim(0), w.dim(0),
+                 conv_out_size(x.dim(2), static_cast<int>(w.dim(2)), p.stride_h, p.pad_h, p.dilation_h),
+                 conv_out_size(x.dim(3), static_cast<int>(w.dim(3)), p.stride_w, p.pad_w, p.dilation_w)};
+  expect_shape(y, expected, "conv2d output");
+  ConvKey key{x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1), w.dim(2), w.dim(3),
+              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w};
+  auto it = conv_cache_.find(key);
+  if (it != conv_cache_.end()) return *it->second;
+
+  auto e = std::make_unique<ConvEntry>();
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->bias));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv));
+  set_nchw(e->x, x);
+  set_nchw(e->y, y);
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                         static_cast<int>(w.dim(0)), 1, 1));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                         static_cast<int>(w.dim(0)), static_cast<int>(w.dim(1)),
+                                         static_cast<int>(w.dim(2)), static_cast<int>(w.dim(3))));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(e->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                              p.dilation_h, p.dilation_w, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+  // FMA_MATH forbids TF32 tensor cores; DEFAULT_MATH lets cuDNN use them for fp32 (Ampere+).
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv, options_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  int n, c, h, wd;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &n, &c, &h, &wd));
+  TANDEM_CHECK(n == y.dim(0) && c == y.dim(1) && h == y.dim(2) && wd == y.dim(3),
+               "cuDNN output shape differs from conv_out_size");
+  e->shape = "x" + x.shape().str() + " w" + w.shape().str() + " stride " +
+             std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + " pad " +
+             std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
+             (p.dilation_h != 1 || p.dilation_w != 1
+                  ? " dil " + std::to_string(p.dilation_h) + "x" + std::to_string(p.dilation_w)
+                  : "");
+  ConvEntry& ref = *e;
+  conv_order_.push_back(&ref);
+  conv_cache_.emplace(key, std::move(e));
+  return ref;
+}
+
+PoolEntry& CudaBackend::pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  TANDEM_CHECK(x.shape().rank() == 4 && y.shape().rank() == 4, "pool2d tensors must be 4-D");
+  Shape expected{x.dim(0), x.dim(1), conv_out_size(x.dim(2), p.kernel_h, p.stride_h, p.pad_h),
+                 conv_out_size(x.dim(3), p.kernel_w, p.stride_w, p.pad_w)};
+  expect_shape(y, expected, "pool2d output");
+  PoolKey key{x.dim(0), x.dim(1), x.dim(2), x.dim(3), static_cast<int64_t>(p.mode),
+              p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, 0};
+  auto it = pool_cache_.find(key);
+  if (it != pool_cache_.end()) return *it->second;
+  auto e = std::make_unique<PoolEntry>();
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
+  CUDNN_CHECK(cudnnCreatePoolingDescriptor(&e->pool));
+  set_nchw(e->x, x);
+  set_nchw(e->y, y);
+  cudnnPoolingMode_t mode = p.mode == PoolMode::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                                     : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(e->pool, mode, CUDNN_NOT_PROPAGATE_NAN, p.kernel_h,
+                                          p.kernel_w, p.pad_h, p.pad_w, p.stride_h, p.stride_w));
+  PoolEntry& ref = *e;
+  pool_cache_.emplace(key, std::move(e));
+  return ref;
+}
+
+void* CudaBackend::workspace(size_t bytes) {
+  if (bytes > workspace_bytes_) {
+    workspace_.reset();  // back to the pool first: stream order makes the reuse safe
+    workspace_ = pool_->allocate(bytes);
+    workspace_bytes_ = bytes;
+  }
+  return workspace_.get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Creation
+
+CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
+  try {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (count == 0)
+      throw DeviceError("no NVIDIA driver/GPU found (cudaGetDeviceCount: 0 devices)",
+                        "install the NVIDIA driver, or use --device cpu");
+    device_ = options.device_index;
+    if (device_ < 0 || device_ >= count)
+      throw DeviceError("GPU " + std::to_string(device_) + " does not exist: this machine has " +
+                            std::to_string(count) + " GPU" + (count > 1 ? "s" : ""),
+                        "pick a GPU index from 0 to " + std::to_string(count - 1) +
+                            " (see `trainer devices`)");
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+    if (auto why = explain_arch_support(prop_.name, prop_.major, prop_.minor,
+                                        CudaContext::compiled_archs()))
+      throw DeviceError(why->cause, why->hint);
+    if (auto why = explain_cudnn_version(cudnnGetVersion(), CUDNN_VERSION))
+      throw DeviceError(why->cause, why->hint);
+
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&cudnn_));
+    CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                          : CUBLAS_DEFAULT_MATH));
+    CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
+    CUDA_CHECK_ALLOC(cudaMalloc(&device_flag_, 4 * sizeof(unsigned long long)), 32);
+    CUDA_CHECK(cudaHostAlloc(&host_flag_, 4 * sizeof(unsigned long long), cudaHostAllocDefault));
+    pool_ = std::make_shared<DevicePool>(device_);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void CudaBackend::release() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  conv_cache_.clear();
+  conv_order_.clear();
+  pool_cache_.clear();
+  workspace_.reset();
+  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (staging_free_) cudaEventDestroy(staging_free_);
+  if (staging_) cudaFreeHost(staging_);
+  if (host_flag_) cudaFreeHost(host_flag_);
+  if (device_flag_) cudaFree(device_flag_);
+  if (stream_) cudaStreamDestroy(stream_);
+  cublas_ = nullptr, cudnn_ = nullptr, staging_free_ = nullptr, staging_ = nullptr;
+  host_flag_ = nullptr, device_flag_ = nullptr, stream_ = nullptr;
+  cudaGetLastError();
+}
+
+CudaBackend::~CudaBackend() { release(); }
+
+InfoRows CudaBackend::info() const {
+  InfoRows rows;
+  rows.emplace_back("Device", std::string(prop_.name) + " (GPU " + std::to_string(device_) + ")");
+  rows.emplace_back("Compute capability", std::to_string(prop_.major) + "." +
+                                              std::to_string(prop_.minor) + ", " +
+                                              std::to_string(prop_.multiProcessorCount) + " SMs");
+  size_t free_b = 0, total_b = prop_.totalGlobalMem;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+  rows.emplace_back("Memory", format_bytes(total_b) + " total, " + format_bytes(free_b) + " free");
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  rows.emplace_back("Driver / runtime", "CUDA " + format_cuda_version(driver) + " / " +
+                                            format_cuda_version(runtime) + " (compiled " +
+                                            format_cuda_version(CUDART_VERSION) + ")");
+  rows.emplace_back("cuDNN", format_cudnn_version(cudnnGetVersion()) + " (compiled " +
+                                 format_cudnn_version(CUDNN_VERSION) + ")");
+  int mj = 0, mn = 0, pt = 0;
+  cublasGetProperty(MAJOR_VERSION, &mj);
+  cublasGetProperty(MINOR_VERSION, &mn);
+  cublasGetProperty(PATCH_LEVEL, &pt);
+  rows.emplace_back("cuBLAS", std::to_string(mj) + "." + std::to_string(mn) + "." +
+                                  std::to_string(pt) + " (compiled " +
+                                  std::to_string(CUBLAS_VER_MAJOR) + "." +
+                                  std::to_string(CUBLAS_VER_MINOR) + "." +
+                                  std::to_string(CUBLAS_VER_PATCH) + ")");
+  rows.emplace_back("Math", std::string(options_.tf32 ? "TF32 tensor cores" : "FP32 (TF32 off)") +
+                                (options_.deterministic ? ", deterministic" : ""));
+  rows.emplace_back("Conv workspace limit", format_bytes(options_.workspace_bytes));
+  return rows;
+}
+
+std::vector<std::string> CudaBackend::placement_log() const {
+  std::vector<std::string> lines;
+  std::string math = options_.tf32 ? "TF32" : "FP32";
+  for (const ConvEntry* e : conv_order_) {
+    std::string s = "conv2d " + e->shape + ": cuDNN";
+    if (e->has_fwd) s += " fwd " + conv_fwd_algo_name(e->fwd) + " (workspace " + format_bytes(e->fwd_ws) + ")";
+    if (e->has_bwd_data)
+      s += ", bwd_data " + conv_bwd_data_algo_name(e->bwd_data) + " (workspace " +
+           format_bytes(e->bwd_data_ws) + ")";
+    if (e->has_bwd_filter)
+      s += ", bwd_filter " + conv_bwd_filter_algo_name(e->bwd_filter) + " (workspace " +
+           format_bytes(e->bwd_filter_ws) + ")";
+    lines.push_back(s + ", " + math + (options_.deterministic ? ", deterministic" : ""));
+  }
+  lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));
+  lines.push_back("pool2d: cuDNN pooling forward; max backward: tandem kernel (first maximum), "
+                  "average backward: cuDNN");
+  lines.push_back("activations, bias, dropout, losses, optimizers: tandem CUDA kernels "
+                  "(fixed-order reductions)");
+  return lines;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+void* CudaBackend::staging(size_t bytes) {
+  if (bytes > staging_bytes_) {
+    CUDA_CHECK(cudaEventSynchronize(staging_free_));
+    if (staging_) CUDA_CHECK(cudaFreeHost(staging_));
+    staging_ = nullptr;
+    staging_bytes_ = 0;
+    CUDA_CHECK_ALLOC(cudaHostAlloc(&staging_, bytes, cudaHostAllocDefault), bytes);
+    staging_bytes_ = bytes;
+  }
+  return staging_;
+}
+
+namespace {
+constexpr size_t kStagingChunk = 16u << 20;  // larger transfers go through in chunks of this
+}
+
+void CudaBackend::upload(Tensor& dst, const void* host) {
+  size_t n = dst.bytes();
+  if (n == 0) return;
+  staging(std::min(n, kStagingChunk));
+  auto* d = reinterpret_cast<char*>(dst.data());
+  auto* h = static_cast<const char*>(host);
+  for (size_t off = 0; off < n;) {
+    size_t len = std::min(staging_bytes_, n - off);
+    // The previous copy out of the staging buffer must be done before it is overwritten; the
+    // caller may reuse `host` as soon as this returns.
+    CUDA_CHECK(cudaEventSynchronize(staging_free_));
+    std::memcpy(staging_, h + off, len);
+    CUDA_CHECK(cudaMemcpyAsync(d + off, staging_, len, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(staging_free_, stream_));
+    off += len;
+  }
+}
+
+void CudaBackend::download(void* host, const Tensor& src) {
+  size_t n = src.bytes();
+  if (n == 0) return;
+  staging(std::min(n, kStagingChunk));
+  auto* s = reinterpret_cast<const char*>(src.data());
+  auto* h = static_cast<char*>(host);
+  for (size_t off = 0; off < n;) {
+    size_t len = std::min(staging_bytes_, n - off);
+    CUDA_CHECK(cudaMemcpyAsync(staging_, s + off, len, cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::memcpy(h + off, staging_, len);
+    off += len;
+  }
+}
+
+void CudaBackend::copy(Tensor& dst, const Tensor& src) {
+  expect_numel(dst, src.numel(), "copy destination");
+  if (dst.data() == src.data() || dst.bytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+// ---------------------------------------------------------------------------------------------
+
+void register_cuda_backend() {
+  register_backend("gpu", [](const BackendOptions& options) -> std::unique_ptr<Backend> {
+    return std::make_unique<CudaBackend>(options);
+  });
+}
+
+}  // namespace tandem

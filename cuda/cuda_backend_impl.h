@@ -1,0 +1,200 @@
+// CudaBackend's class: shared by the op files of cuda/ (conv.cu, pool.cu, ...), private to cuda/.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/check.h"
+#include "engine/backend.h"
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+
+namespace tandem {
+
+// Caching allocator of device memory: size-bucketed free lists, so a training step never calls
+// cudaMalloc/cudaFree once the first step has run. Shared with every block's deleter, so a tensor
+// that outlives its backend still frees cleanly. All users are ordered on one stream, so a freed
+// block may be handed out again at once (the next user's work runs after the last one's).
+class DevicePool : public std::enable_shared_from_this<DevicePool> {
+ public:
+  explicit DevicePool(int device) : device_(device) {}
+  ~DevicePool();
+  std::shared_ptr<void> allocate(size_t bytes);
+  size_t in_use() const;
+  size_t peak() const;
+  size_t reserved() const;
+  void reset_peak();
+  void release_cached();  // cudaFree every free block (after an allocation failure)
+  void give_back(void* p, size_t size);  // called by a block's deleter
+
+ private:
+  static size_t round_size(size_t bytes);
+  int device_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // size -> block
+  size_t in_use_ = 0, peak_ = 0, reserved_ = 0;
+};
+
+// Descriptors and algorithms of one convolution shape and parameter set (chosen once).
+struct ConvEntry {
+  ConvEntry() = default;
+  ConvEntry(const ConvEntry&) = delete;
+  ConvEntry& operator=(const ConvEntry&) = delete;
+  ~ConvEntry();
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  std::string shape;  // "x[64, 1, 28, 28] w[20, 1, 5, 5] stride 1x1 pad 0x0 dil 1x1"
+  bool has_fwd = false, has_bwd_data = false, has_bwd_filter = false;
+  cudnnConvolutionFwdAlgo_t fwd{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
+  size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+};
+
+// Descriptors of one pooling shape and parameter set.
+struct PoolEntry {
+  PoolEntry() = default;
+  PoolEntry(const PoolEntry&) = delete;
+  PoolEntry& operator=(const PoolEntry&) = delete;
+  ~PoolEntry();
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnPoolingDescriptor_t pool = nullptr;
+};
+
+using ConvKey = std::array<int64_t, 14>;
+using PoolKey = std::array<int64_t, 12>;
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "gpu"; }
+  InfoRows info() const override;
+  std::vector<std::string> placement_log() const override;
+
+  std::shared_ptr<void> allocate(size_t bytes) override { return pool_->allocate(bytes); }
+  void upload(Tensor& dst, const void* host) override;
+  void download(void* host, const Tensor& src) override;
+  void fill(Tensor& t, float value) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  void synchronize() override;
+  size_t peak_memory_bytes() const override { return pool_->peak(); }
+  void reset_peak_memory() override { pool_->reset_peak(); }
+
+  void gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, float alpha,
+            float beta) override;
+  void bias_add(Tensor& y, const Tensor& b) override;
+  void bias_backward(Tensor& db, const Tensor& dy) override;
+  void add(Tensor& y, const Tensor& a, const Tensor& b) override;
+
+  void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                      const Conv2dParams& p) override;
+  void conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                            const Conv2dParams& p) override;
+  void conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                              const Conv2dParams& p) override;
+
+  void pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) override;
+  void pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                       const Pool2dParams& p) override;
+
+  void activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) override;
+  void activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                           Activation a, float alpha) override;
+
+  void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
+                                     const Tensor& labels) override;
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
+                                      const Tensor& labels) override;
+  void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override;
+  void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) override;
+  void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) override;
+
+  void dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,
+                       uint64_t offset) override;
+  void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) override;
+
+  void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
+  void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
+                   const AdamParams& p) override;
+
+  int64_t count_nonfinite(const Tensor& t) override;
+
+  // --- helpers for the op files ---
+  cudaStream_t stream() const { return stream_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  const BackendOptions& options() const { return options_; }
+  // The convolution workspace, grown (never shrunk) to at least `bytes`.
+  void* workspace(size_t bytes);
+  // The cached descriptors of one convolution shape (algorithms are chosen by conv.cu).
+  ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
+  PoolEntry& pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p);
+  // A device scratch buffer of `bytes` from the pool (freed when the handle goes).
+  std::shared_ptr<void> scratch(size_t bytes) { return pool_->allocate(bytes); }
+  // Small device words for kernels to report errors (label out of range), and their pinned
+  // host mirror; reset with cudaMemsetAsync before use.
+  unsigned long long* device_flag() const { return device_flag_; }
+  unsigned long long* host_flag() const { return host_flag_; }
+
+ private:
+  void* staging(size_t bytes);  // pinned host buffer, grown to `bytes`
+  void release();               // frees every handle and buffer; safe on a half-built backend
+
+  BackendOptions options_;
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  std::shared_ptr<DevicePool> pool_;
+  std::shared_ptr<void> workspace_;
+  size_t workspace_bytes_ = 0;
+  void* staging_ = nullptr;  // pinned
+  size_t staging_bytes_ = 0;
+  cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of the staging buffer
+  unsigned long long* device_flag_ = nullptr;
+  unsigned long long* host_flag_ = nullptr;  // pinned
+  std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;
+  std::vector<const ConvEntry*> conv_order_;  // insertion order, for placement_log()
+  std::map<PoolKey, std::unique_ptr<PoolEntry>> pool_cache_;
+};
+
+// --- small shared utilities ---
+
+// Names of cuDNN's convolution algorithms, for placement_log() (defined in conv.cu).
+std::string conv_fwd_algo_name(cudnnConvolutionFwdAlgo_t a);
+std::string conv_bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a);
+std::string conv_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a);
+
+// Elements per launch grid: enough blocks to fill the GPU, grid-stride loops do the rest.
+constexpr int kThreads = 256;
+inline unsigned grid_for(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > 65535LL * 8) blocks = 65535LL * 8;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// Checks that a tensor has the expected shape (a bug in the caller otherwise).
+inline void expect_shape(const Tensor& t, const Shape& s, const char* what) {
+  TANDEM_CHECK(t.shape() == s, std::string(what) + " has shape " + t.shape().str() +
+                                   ", expected " + s.str());
+}
+inline void expect_numel(const Tensor& t, int64_t n, const char* what) {
+  TANDEM_CHECK(t.numel() == n, std::string(what) + " has " + std::to_string(t.numel()) +
+                                   " elements, expected " + std::to_string(n));
+}
+
+}  // namespace tandem

@@ -1,0 +1,200 @@
+// Elementwise ops on the GPU: fill, bias add/backward, add, activations, dropout, non-finite count.
+//
+// Plain grid-stride kernels rather than cuDNN's activation API: the interface's relu-family
+// backward uses the forward input x and sigmoid/tanh use y, which a kernel states directly.
+// bias_backward reduces with one block per channel in a fixed order, so it is deterministic.
+#include <cmath>
+
+#include "cuda/cuda_backend_impl.h"
+#include "engine/rng.h"
+
+namespace tandem {
+namespace {
+
+#define GRID_STRIDE(i, n)                                                              \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void fill_kernel(float* t, float v, int64_t n) {
+  GRID_STRIDE(i, n) t[i] = v;
+}
+
+// y (N,C,inner) += b (C)
+__global__ void bias_add_kernel(float* y, const float* b, int64_t n, int64_t c, int64_t inner) {
+  GRID_STRIDE(i, n) y[i] += b[(i / inner) % c];
+}
+
+// db[c] = sum over N and inner of dy (N,C,inner): block c, threads stride over the N*inner values.
+__global__ void bias_backward_kernel(float* db, const float* dy, int64_t batch, int64_t c,
+                                     int64_t inner) {
+  __shared__ float partial[kThreads];
+  const int64_t ch = blockIdx.x;
+  float s = 0.f;
+  for (int64_t j = threadIdx.x; j < batch * inner; j += blockDim.x) {
+    const int64_t n = j / inner, k = j % inner;
+    s += dy[(n * c + ch) * inner + k];
+  }
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) db[ch] = partial[0];
+}
+
+__global__ void add_kernel(float* y, const float* a, const float* b, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ void activation_forward_kernel(float* y, const float* x, int64_t n, int kind,
+                                          float alpha) {
+  GRID_STRIDE(i, n) {
+    const float v = x[i];
+    float r;
+    switch (kind) {
+      case 0: r = v > 0.f ? v : 0.f; break;                    // relu
+      case 1: r = v > 0.f ? v : alpha * v; break;              // leaky relu
+      case 2: r = 1.f / (1.f + expf(-v)); break;               // sigmoid
+      default: r = tanhf(v); break;                            // tanh
+    }
+    y[i] = r;
+  }
+}
+
+__global__ void activation_backward_kernel(float* dx, const float* dy, const float* x,
+                                           const float* y, int64_t n, int kind, float alpha) {
+  GRID_STRIDE(i, n) {
+    float g;
+    switch (kind) {
+      case 0: g = x[i] > 0.f ? dy[i] : 0.f; break;
+      case 1: g = x[i] > 0.f ? dy[i] : alpha * dy[i]; break;
+      case 2: g = dy[i] * y[i] * (1.f - y[i]); break;
+      default: g = dy[i] * (1.f - y[i] * y[i]); break;
+    }
+    dx[i] = g;
+  }
+}
+
+// mask[i] = (philox_uniform(seed, offset, i) >= p) * scale; the same words as the CPU backend.
+__global__ void dropout_forward_kernel(float* y, float* mask, const float* x, int64_t n, float p,
+                                       float scale, uint64_t seed, uint64_t offset) {
+  GRID_STRIDE(i, n) {
+    const float m = philox_uniform(seed, offset, static_cast<uint64_t>(i)) >= p ? scale : 0.f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+__global__ void multiply_kernel(float* y, const float* a, const float* b, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+
+__global__ void count_nonfinite_kernel(unsigned long long* count, const float* t, int64_t n) {
+  unsigned long long local = 0;
+  GRID_STRIDE(i, n) local += isfinite(t[i]) ? 0 : 1;
+  if (local) atomicAdd(count, local);  // integer sums are exact in any order
+}
+
+int activation_kind(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return 0;
+    case Activation::kLeakyRelu: return 1;
+    case Activation::kSigmoid: return 2;
+    case Activation::kTanh: return 3;
+  }
+  return 0;
+}
+
+// (N, C, inner) view of a tensor whose axis 1 is the channel axis.
+void channel_geometry(const Tensor& t, int64_t* n, int64_t* c, int64_t* inner) {
+  TANDEM_CHECK(t.shape().rank() >= 2, "bias ops need a (N, C, ...) tensor, got " + t.shape().str());
+  *n = t.dim(0);
+  *c = t.dim(1);
+  *inner = t.numel() / std::max<int64_t>(1, *n * *c);
+}
+
+}  // namespace
+
+void CudaBackend::fill(Tensor& t, float value) {
+  if (t.numel() == 0) return;
+  fill_kernel<<<grid_for(t.numel()), kThreads, 0, stream_>>>(t.data(), value, t.numel());
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::bias_add(Tensor& y, const Tensor& b) {
+  int64_t n, c, inner;
+  channel_geometry(y, &n, &c, &inner);
+  expect_numel(b, c, "bias");
+  bias_add_kernel<<<grid_for(y.numel()), kThreads, 0, stream_>>>(y.data(), b.data(), y.numel(), c,
+                                                                 inner);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::bias_backward(Tensor& db, const Tensor& dy) {
+  int64_t n, c, inner;
+  channel_geometry(dy, &n, &c, &inner);
+  expect_numel(db, c, "bias gradient");
+  bias_backward_kernel<<<static_cast<unsigned>(c), kThreads, 0, stream_>>>(db.data(), dy.data(), n,
+                                                                           c, inner);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
+  expect_numel(a, y.numel(), "add: a");
+  expect_numel(b, y.numel(), "add: b");
+  if (y.numel() == 0) return;
+  add_kernel<<<grid_for(y.numel()), kThreads, 0, stream_>>>(y.data(), a.data(), b.data(), y.numel());
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) {
+  expect_numel(y, x.numel(), "activation output");
+  if (x.numel() == 0) return;
+  activation_forward_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
+      y.data(), x.data(), x.numel(), activation_kind(a), alpha);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x,
+                                      const Tensor& y, Activation a, float alpha) {
+  expect_numel(dx, dy.numel(), "activation input gradient");
+  if (dy.numel() == 0) return;
+  activation_backward_kernel<<<grid_for(dy.numel()), kThreads, 0, stream_>>>(
+      dx.data(), dy.data(), x.data(), y.data(), dy.numel(), activation_kind(a), alpha);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,
+                                  uint64_t offset) {
+  expect_numel(y, x.numel(), "dropout output");
+  expect_numel(mask, x.numel(), "dropout mask");
+  if (x.numel() == 0) return;
+  const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;  // the CPU backend's fp32 scale
+  dropout_forward_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
+      y.data(), mask.data(), x.data(), x.numel(), p, scale, seed, offset);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) {
+  expect_numel(dx, dy.numel(), "dropout input gradient");
+  expect_numel(mask, dy.numel(), "dropout mask");
+  if (dy.numel() == 0) return;
+  multiply_kernel<<<grid_for(dy.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(), mask.data(),
+                                                                  dy.numel());
+  CUDA_CHECK_LAUNCH();
+}
+
+int64_t CudaBackend::count_nonfinite(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  CUDA_CHECK(cudaMemsetAsync(device_flag_, 0, sizeof(unsigned long long), stream_));
+  count_nonfinite_kernel<<<grid_for(t.numel()), kThreads, 0, stream_>>>(device_flag_, t.data(),
+                                                                        t.numel());
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpyAsync(host_flag_, device_flag_, sizeof(unsigned long long),
+                             cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return static_cast<int64_t>(*host_flag_);
+}
+
+}  // namespace tandem

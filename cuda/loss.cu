@@ -1,0 +1,175 @@
+// Losses and metrics on the GPU: softmax cross-entropy, mean squared error, accuracy.
+//
+// One thread per row (classifier rows are short), then one block sums the per-row values in a
+// fixed order, so the loss is deterministic. A label outside [0, C) is recorded in the device
+// flag and reported as the same DataError the CPU backend raises.
+#include "cuda/cuda_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+// flag[0] = smallest row index + 1 with a bad label (0: none); flag[1] = that label.
+__device__ bool label_ok(const int32_t* labels, int64_t n, int64_t c, unsigned long long* flag) {
+  const int32_t l = labels[n];
+  if (l >= 0 && l < c) return true;
+  unsigned long long before = atomicMin(&flag[0], static_cast<unsigned long long>(n + 1));
+  if (before > static_cast<unsigned long long>(n + 1)) flag[1] = static_cast<unsigned long long>(
+      static_cast<long long>(l));
+  return false;
+}
+
+// probs (N,C) = softmax(logits); row_loss (N) = log(sum exp(z - max)) - (z[label] - max).
+__global__ void softmax_ce_rows(float* probs, float* row_loss, const float* logits,
+                                const int32_t* labels, int64_t n, int64_t c,
+                                unsigned long long* flag) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* z = logits + r * c;
+    float* p = probs + r * c;
+    float m = z[0];
+    for (int64_t j = 1; j < c; ++j) m = fmaxf(m, z[j]);
+    double sum = 0;
+    for (int64_t j = 0; j < c; ++j) sum += exp(static_cast<double>(z[j] - m));
+    for (int64_t j = 0; j < c; ++j) p[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) / sum);
+    row_loss[r] = label_ok(labels, r, c, flag) ? static_cast<float>(log(sum) - (z[labels[r]] - m)) : 0.f;
+  }
+}
+
+// row_loss (N) = sum_j (pred - onehot)^2.
+__global__ void mse_rows(float* row_loss, const float* pred, const int32_t* labels, int64_t n,
+                         int64_t c, unsigned long long* flag) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool ok = label_ok(labels, r, c, flag);
+    double s = 0;
+    for (int64_t j = 0; j < c; ++j) {
+      const double d = pred[r * c + j] - (ok && j == labels[r] ? 1.0 : 0.0);
+      s += d * d;
+    }
+    row_loss[r] = static_cast<float>(s);
+  }
+}
+
+// row (N) = 1 where the first maximum of scores is at the label.
+__global__ void accuracy_rows(float* row, const float* scores, const int32_t* labels, int64_t n,
+                              int64_t c, unsigned long long* flag) {
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
+       r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* s = scores + r * c;
+    int64_t best = 0;
+    for (int64_t j = 1; j < c; ++j)
+      if (s[j] > s[best]) best = j;
+    row[r] = label_ok(labels, r, c, flag) && best == labels[r] ? 1.f : 0.f;
+  }
+}
+
+// out[0] = scale * sum(rows), one block, fixed order.
+__global__ void sum_rows(float* out, const float* rows, int64_t n, double scale) {
+  __shared__ double partial[kThreads];
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += rows[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[0] = static_cast<float>(partial[0] * scale);
+}
+
+// d (N,C) = scale * (v - onehot(labels)).
+__global__ void minus_onehot(float* d, const float* v, const int32_t* labels, int64_t n, int64_t c,
+                             float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * c;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / c, j = i % c;
+    d[i] = scale * (v[i] - (labels[r] == j ? 1.f : 0.f));
+  }
+}
+
+}  // namespace
+
+namespace {
+void check_rows(const Tensor& scores, const Tensor& labels, const char* what) {
+  TANDEM_CHECK(scores.shape().rank() == 2 && labels.numel() == scores.dim(0),
+               std::string(what) + ": scores " + scores.shape().str() + ", labels " +
+                   labels.shape().str());
+  TANDEM_CHECK(labels.dtype() == DType::kI32, std::string(what) + ": labels must be int32");
+}
+}  // namespace
+
+// Runs `rows_kernel` over the batch, then sums its per-row values into out (1) times scale and
+// reports a bad label as a DataError.
+template <typename Launch>
+static void rows_then_sum(CudaBackend& be, Tensor& out, int64_t n, int64_t c, double scale,
+                          Launch launch) {
+  auto rows = be.scratch(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
+  unsigned long long* flag = be.device_flag();
+  CUDA_CHECK(cudaMemsetAsync(flag, 0, 2 * sizeof(unsigned long long), be.stream()));
+  launch(static_cast<float*>(rows.get()), flag);
+  CUDA_CHECK_LAUNCH();
+  sum_rows<<<1, kThreads, 0, be.stream()>>>(out.data(), static_cast<float*>(rows.get()), n, scale);
+  CUDA_CHECK_LAUNCH();
+  unsigned long long* host = be.host_flag();
+  CUDA_CHECK(cudaMemcpyAsync(host, flag, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                             be.stream()));
+  CUDA_CHECK(cudaStreamSynchronize(be.stream()));
+  if (host[0] != 0) {
+    const long long label = static_cast<long long>(host[1]);
+    throw DataError("label " + std::to_string(label) + " of sample " + std::to_string(host[0] - 1) +
+                        " is outside [0, " + std::to_string(c) + ")",
+                    "check that the data set's labels match the model's " + std::to_string(c) +
+                        " outputs (the last dense layer's units)");
+  }
+}
+
+void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
+                                                const Tensor& labels) {
+  check_rows(logits, labels, "softmax_cross_entropy_forward");
+  expect_shape(probs, logits.shape(), "probs");
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  rows_then_sum(*this, loss, n, c, 1.0 / static_cast<double>(n), [&](float* rows, unsigned long long* flag) {
+    softmax_ce_rows<<<grid_for(n), kThreads, 0, stream_>>>(probs.data(), rows, logits.data(),
+                                                           labels.data_i32(), n, c, flag);
+  });
+}
+
+void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
+                                                 const Tensor& labels) {
+  check_rows(probs, labels, "softmax_cross_entropy_backward");
+  expect_shape(dlogits, probs.shape(), "dlogits");
+  const int64_t n = probs.dim(0), c = probs.dim(1);
+  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(dlogits.data(), probs.data(),
+                                                          labels.data_i32(), n, c,
+                                                          1.f / static_cast<float>(n));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) {
+  check_rows(pred, labels, "mse_forward");
+  const int64_t n = pred.dim(0), c = pred.dim(1);
+  rows_then_sum(*this, loss, n, c, 1.0 / static_cast<double>(n * c), [&](float* rows, unsigned long long* flag) {
+    mse_rows<<<grid_for(n), kThreads, 0, stream_>>>(rows, pred.data(), labels.data_i32(), n, c, flag);
+  });
+}
+
+void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) {
+  check_rows(pred, labels, "mse_backward");
+  expect_shape(dpred, pred.shape(), "dpred");
+  const int64_t n = pred.dim(0), c = pred.dim(1);
+  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(dpred.data(), pred.data(),
+                                                          labels.data_i32(), n, c,
+                                                          2.f / static_cast<float>(n * c));
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) {
+  check_rows(scores, labels, "accuracy");
+  const int64_t n = scores.dim(0), c = scores.dim(1);
+  rows_then_sum(*this, correct, n, c, 1.0, [&](float* rows, unsigned long long* flag) {
+    accuracy_rows<<<grid_for(n), kThreads, 0, stream_>>>(rows, scores.data(), labels.data_i32(), n,
+                                                         c, flag);
+  });
+}
+
+}  // namespace tandem

@@ -1,0 +1,109 @@
+// Max and average pooling: forward through cuDNN, backward through gather kernels (first maximum).
+//
+// Backward is written by hand because the interface routes a max-pool gradient to the *first*
+// maximum of its window (ties are common after a relu: windows of zeros), which cuDNN does not
+// promise, and because a gather (each dx element sums the windows that cover it) is deterministic
+// without atomics, for overlapping windows too.
+#include "cuda/cuda_backend_impl.h"
+
+namespace tandem {
+namespace {
+
+struct PoolGeom {
+  int N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw;
+};
+
+// dx (N,C,H,W) from dy (N,C,P,Q) and x; the window (p,q) covers rows p*sh-ph .. +kh-1.
+__global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
+                                         const float* __restrict__ x, PoolGeom g) {
+  int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int w = static_cast<int>(i % g.W);
+    int h = static_cast<int>((i / g.W) % g.H);
+    int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
+    const float* xp = x + nc * g.H * g.W;
+    const float* dyp = dy + nc * g.P * g.Q;
+    // Windows whose rows include h: p*sh - ph <= h <= p*sh - ph + kh - 1.
+    int p0 = h + g.ph - g.kh + 1 <= 0 ? 0 : (h + g.ph - g.kh + 1 + g.sh - 1) / g.sh;
+    int p1 = min((h + g.ph) / g.sh, g.P - 1);
+    int q0 = w + g.pw - g.kw + 1 <= 0 ? 0 : (w + g.pw - g.kw + 1 + g.sw - 1) / g.sw;
+    int q1 = min((w + g.pw) / g.sw, g.Q - 1);
+    float sum = 0.f;
+    for (int p = p0; p <= p1; ++p) {
+      for (int q = q0; q <= q1; ++q) {
+        int hs = p * g.sh - g.ph, ws = q * g.sw - g.pw;
+        int he = min(hs + g.kh, g.H), we = min(ws + g.kw, g.W);
+        hs = max(hs, 0), ws = max(ws, 0);
+        int best = hs * g.W + ws;
+        float bv = xp[best];
+        for (int r = hs; r < he; ++r)
+          for (int s = ws; s < we; ++s)
+            if (xp[r * g.W + s] > bv) bv = xp[r * g.W + s], best = r * g.W + s;
+        if (best == h * g.W + w) sum += dyp[p * g.Q + q];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// Average excludes padding from the divisor (cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING).
+__global__ void avg_pool_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
+                                         PoolGeom g) {
+  int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int w = static_cast<int>(i % g.W);
+    int h = static_cast<int>((i / g.W) % g.H);
+    int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
+    const float* dyp = dy + nc * g.P * g.Q;
+    int p0 = h + g.ph - g.kh + 1 <= 0 ? 0 : (h + g.ph - g.kh + 1 + g.sh - 1) / g.sh;
+    int p1 = min((h + g.ph) / g.sh, g.P - 1);
+    int q0 = w + g.pw - g.kw + 1 <= 0 ? 0 : (w + g.pw - g.kw + 1 + g.sw - 1) / g.sw;
+    int q1 = min((w + g.pw) / g.sw, g.Q - 1);
+    float sum = 0.f;
+    for (int p = p0; p <= p1; ++p) {
+      for (int q = q0; q <= q1; ++q) {
+        int hs = p * g.sh - g.ph, ws = q * g.sw - g.pw;
+        int count = (min(hs + g.kh, g.H) - max(hs, 0)) * (min(ws + g.kw, g.W) - max(ws, 0));
+        sum += dyp[p * g.Q + q] / static_cast<float>(count);
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+PoolGeom geometry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
+  return PoolGeom{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)),
+                  static_cast<int>(x.dim(2)), static_cast<int>(x.dim(3)),
+                  static_cast<int>(y.dim(2)), static_cast<int>(y.dim(3)),
+                  p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+}
+
+}  // namespace
+
+// x (N,C,H,W) -> y (N,C,P,Q).
+void CudaBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  PoolEntry& e = pool_entry(x, y, p);
+  if (y.numel() == 0) return;
+  const float one = 1.f, zero = 0.f;
+  CUDNN_CHECK(cudnnPoolingForward(cudnn_, e.pool, &one, e.x, x.data(), &zero, e.y, y.data()));
+}
+
+// dx (N,C,H,W) from dy (N,C,P,Q), x and y.
+void CudaBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                  const Pool2dParams& p) {
+  pool_entry(x, y, p);  // checks the shapes
+  expect_shape(dx, x.shape(), "pool2d dx");
+  expect_shape(dy, y.shape(), "pool2d dy");
+  if (dx.numel() == 0) return;
+  PoolGeom g = geometry(x, y, p);
+  if (p.mode == PoolMode::kMax)
+    max_pool_backward_kernel<<<grid_for(dx.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(),
+                                                                             x.data(), g);
+  else
+    avg_pool_backward_kernel<<<grid_for(dx.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(), g);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tandem

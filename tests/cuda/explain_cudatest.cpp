@@ -1,0 +1,60 @@
+// The translation of CUDA, cuDNN and cuBLAS failures into a cause and a fix, on fake codes.
+#include <gtest/gtest.h>
+
+#include "cuda/check.h"
+
+namespace tandem {
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(ExplainCuda, NoDriverSaysSoAndSuggestsTheCpu) {
+  CudaContext ctx;
+  ctx.driver_version = 0;
+  ctx.runtime_version = 13000;
+  Explanation e = explain_cuda_error(cudaErrorInsufficientDriver, "cudaGetDeviceCount", ctx);
+  EXPECT_TRUE(has(e.cause, "no NVIDIA driver/GPU found")) << e.cause;
+  EXPECT_TRUE(has(e.hint, "--device cpu")) << e.hint;
+}
+
+TEST(ExplainCuda, DriverOlderThanRuntimePrintsBothVersions) {
+  CudaContext ctx;
+  ctx.driver_version = 12040;
+  ctx.runtime_version = 13000;
+  Explanation e = explain_cuda_error(cudaErrorInsufficientDriver, "cudaGetDeviceCount", ctx);
+  EXPECT_TRUE(has(e.cause + e.hint, "12.4")) << e.cause << " / " << e.hint;
+  EXPECT_TRUE(has(e.cause + e.hint, "13.0")) << e.cause << " / " << e.hint;
+}
+
+TEST(ExplainCuda, OutOfMemoryNamesTheSizeAndSuggestsASmallerBatch) {
+  CudaContext ctx;
+  ctx.requested_bytes = size_t{3} << 30;
+  ctx.free_bytes = size_t{1} << 30;
+  ctx.total_bytes = size_t{80} << 30;
+  Explanation e = explain_cuda_error(cudaErrorMemoryAllocation, "cudaMalloc", ctx);
+  EXPECT_TRUE(has(e.cause, "3.00 GiB")) << e.cause;
+  EXPECT_TRUE(has(e.cause + e.hint, "1.00 GiB")) << e.cause << " / " << e.hint;
+  EXPECT_TRUE(has(e.hint, "--batch-size")) << e.hint;
+}
+
+TEST(ExplainCuda, DeviceBelowTheBuildsArchitecturesIsNamed) {
+  auto e = explain_arch_support("Tesla K80", 3, 7, "75-real,80-real,90-real,90-virtual");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_TRUE(has(e->cause, "Tesla K80")) << e->cause;
+  EXPECT_TRUE(has(e->cause, "3.7")) << e->cause;
+  EXPECT_TRUE(has(e->cause + e->hint, "7.5")) << e->cause << " / " << e->hint;
+  EXPECT_FALSE(explain_arch_support("NVIDIA H200", 9, 0, "75-real,90-real").has_value());
+  EXPECT_FALSE(explain_arch_support("future GPU", 12, 0, "90-real,90-virtual").has_value());
+}
+
+TEST(ExplainCudnn, AnotherMajorVersionOrOlderMinorIsRefusedWithBothVersions) {
+  auto major = explain_cudnn_version(8900, 91900);
+  ASSERT_TRUE(major.has_value());
+  EXPECT_TRUE(has(major->cause, "8.9")) << major->cause;
+  EXPECT_TRUE(has(major->cause, "9.19")) << major->cause;
+  EXPECT_TRUE(explain_cudnn_version(91000, 91900).has_value());   // an older 9.10 cannot run it
+  EXPECT_FALSE(explain_cudnn_version(92000, 91900).has_value());  // newer minor: fine
+}
+
+}  // namespace
+}  // namespace tandem
