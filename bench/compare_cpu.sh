@@ -13,7 +13,8 @@
 #   OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS,
-# ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR (defaults 100 / 200 / 30).
+# ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR (defaults 100 / 200 / 30),
+# PT_ARGS (extra pytorch_bench.py flags, e.g. PT_ARGS=--channels-last; default none: NCHW).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-10}
+read -r -a PT_EXTRA <<<"${PT_ARGS:-}"
 RUNS=(
   "lenet 64 ${STEPS_LENET:-100}"
   "mlp 128 ${STEPS_MLP:-200}"
@@ -65,7 +67,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     fi
     if ! env "${PT_ENV[@]}" "$PYTHON" bench/pytorch_bench.py --config "$cfg" --device cpu \
          --threads "$THREADS" --batch-size "$batch" --steps "$steps" --warmup "$WARMUP" \
-         --json >"$tmp/p.$name.$r" 2>"$tmp/p.$name.$r.err"; then
+         "${PT_EXTRA[@]}" --json >"$tmp/p.$name.$r" 2>"$tmp/p.$name.$r.err"; then
       echo "pytorch $name round $r failed: $(tail -n 3 "$tmp/p.$name.$r.err")" >&2
     fi
   done

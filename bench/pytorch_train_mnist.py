@@ -117,7 +117,7 @@ def main():
         if data.get("format") != "mnist":
             sys.exit(f"{a.config}: data.format is '{data.get('format')}', not mnist; "
                      "give --data DIR with MNIST IDX files")
-        folder = tt.resolve_data_path(a.config, data.get("train") or data.get("path", ""))
+        folder = os.path.normpath(tt.resolve_data_path(a.config, data.get("train") or data.get("path", "")))
     test_folder = (tt.resolve_data_path(a.config, data["test"])
                    if not a.data and data.get("test") else folder)
     norm = data.get("normalize") or {}

@@ -8,13 +8,12 @@
 namespace tandem {
 namespace {
 
-// flag[0] = smallest row index + 1 with a bad label (0: none); flag[1] = that label.
+// flag[0] = (row << 32 | uint32 label) of the smallest row with a bad label, all ones for none:
+// one atomicMin on the packed word keeps the row and its label together.
 __device__ bool label_ok(const int32_t* labels, int64_t n, int64_t c, unsigned long long* flag) {
   const int32_t l = labels[n];
   if (l >= 0 && l < c) return true;
-  unsigned long long before = atomicMin(&flag[0], static_cast<unsigned long long>(n + 1));
-  if (before > static_cast<unsigned long long>(n + 1)) flag[1] = static_cast<unsigned long long>(
-      static_cast<long long>(l));
+  atomicMin(&flag[0], (static_cast<unsigned long long>(n) << 32) | static_cast<uint32_t>(l));
   return false;
 }
 
@@ -105,21 +104,22 @@ static void rows_then_sum(CudaBackend& be, Tensor& out, int64_t n, int64_t c, do
                           Launch launch) {
   auto rows = be.scratch(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
   unsigned long long* flag = be.device_flag();
-  CUDA_CHECK(cudaMemsetAsync(flag, 0, 2 * sizeof(unsigned long long), be.stream()));
+  CUDA_CHECK(cudaMemsetAsync(flag, 0xFF, sizeof(unsigned long long), be.stream()));
   launch(static_cast<float*>(rows.get()), flag);
   CUDA_CHECK_LAUNCH();
   sum_rows<<<1, kThreads, 0, be.stream()>>>(out.data(), static_cast<float*>(rows.get()), n, scale);
   CUDA_CHECK_LAUNCH();
   unsigned long long* host = be.host_flag();
-  CUDA_CHECK(cudaMemcpyAsync(host, flag, 2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+  CUDA_CHECK(cudaMemcpyAsync(host, flag, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                              be.stream()));
   CUDA_CHECK(cudaStreamSynchronize(be.stream()));
-  if (host[0] != 0) {
-    const long long label = static_cast<long long>(host[1]);
-    throw DataError("label " + std::to_string(label) + " of sample " + std::to_string(host[0] - 1) +
+  if (host[0] != ~0ull) {
+    const int64_t row = static_cast<int64_t>(host[0] >> 32);
+    const int32_t label = static_cast<int32_t>(static_cast<uint32_t>(host[0] & 0xFFFFFFFFull));
+    throw DataError("label " + std::to_string(label) + " of sample " + std::to_string(row) +
                         " is outside [0, " + std::to_string(c) + ")",
                     "check that the data set's labels match the model's " + std::to_string(c) +
-                        " outputs (the last dense layer's units)");
+                        " output classes");
   }
 }
 

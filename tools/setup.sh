@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tandem builds with (as root), or prints the command to run.
+# ocl-icd-opencl-dev: only recommended by libdnnl-dev, yet its CMake config requires OpenCL.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev
-          libdnnl-dev zlib1g-dev libgtest-dev ccache)
+          libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libgtest-dev ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
