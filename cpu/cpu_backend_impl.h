@@ -94,9 +94,13 @@ class CpuBackend : public Backend {
   template <typename Entry>
   Entry& cached(const std::string& key, const std::function<std::unique_ptr<Entry>()>& make) {
     auto it = cache_.find(key);
-    if (it != cache_.end()) return static_cast<Entry&>(*it->second);
+    if (it != cache_.end()) {
+      placed(it->second->placement);
+      return static_cast<Entry&>(*it->second);
+    }
     std::unique_ptr<Entry> e = make();
     Entry& ref = *e;
+    placed(ref.placement);
     cache_.emplace(key, std::move(e));
     cache_order_.push_back(key);
     return ref;

@@ -104,16 +104,6 @@ std::string driver_hint(const CudaContext& ctx) {
 
 std::string CudaContext::compiled_archs() { return TANDEM_CUDA_ARCHS; }
 
-std::string format_bytes(size_t bytes) {
-  char buf[64];
-  double b = static_cast<double>(bytes);
-  if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1ull << 30));
-  else if (bytes >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1ull << 20));
-  else if (bytes >= (1ull << 10)) std::snprintf(buf, sizeof buf, "%.1f KiB", b / (1ull << 10));
-  else std::snprintf(buf, sizeof buf, "%zu B", bytes);
-  return buf;
-}
-
 std::string format_cuda_version(int v) {
   if (v <= 0) return "none";
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);

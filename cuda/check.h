@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/error.h"
+#include "engine/progress.h"  // format_bytes
 
 namespace tandem {
 
@@ -52,8 +53,6 @@ std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled
 std::optional<Explanation> explain_arch_support(const std::string& device_name, int major,
                                                 int minor, const std::string& archs);
 
-// "1.50 GiB", "12.0 MiB", "512 B".
-std::string format_bytes(size_t bytes);
 // "12.8" from 12080 (cudaDriverGetVersion / cudaRuntimeGetVersion format).
 std::string format_cuda_version(int v);
 // "9.19.0" from 91900 (cudnnGetVersion format; also accepts cuDNN 8's 8907).

@@ -126,11 +126,19 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
 
 }  // namespace
 
+std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e,
+                                        const std::string& algo, size_t workspace) const {
+  return "conv2d " + std::string(pass) + " " + e.shape + " -> cuDNN " + algo + ", workspace " +
+         format_bytes(workspace) + (options_.tf32 ? ", TF32" : ", FP32") +
+         (options_.deterministic ? ", deterministic" : "");
+}
+
 // x (N,C,H,W), w (K,C,R,S), b (K) or null -> y (N,K,P,Q).
 void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                                  const Conv2dParams& p) {
   ConvEntry& e = conv_entry(x, w, y, p);
   if (!e.has_fwd) choose_fwd(*this, e);
+  if (tracing()) placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_ws));
   void* ws = workspace(e.fwd_ws);
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, x.data(), e.w, w.data(), e.conv, e.fwd, ws,
@@ -146,6 +154,7 @@ void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tenso
                                        const Conv2dParams& p) {
   ConvEntry& e = conv_entry(dx, w, dy, p);
   if (!e.has_bwd_data) choose_bwd_data(*this, e);
+  if (tracing()) placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_ws));
   void* ws = workspace(e.bwd_data_ws);
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, w.data(), e.y, dy.data(), e.conv,
@@ -157,6 +166,7 @@ void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Ten
                                          const Conv2dParams& p) {
   ConvEntry& e = conv_entry(x, dw, dy, p);
   if (!e.has_bwd_filter) choose_bwd_filter(*this, e);
+  if (tracing()) placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter), e.bwd_filter_ws));
   void* ws = workspace(e.bwd_filter_ws);
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, x.data(), e.y, dy.data(), e.conv,

@@ -321,8 +321,7 @@ std::vector<std::string> CudaBackend::placement_log() const {
     lines.push_back(s + ", " + math + (options_.deterministic ? ", deterministic" : ""));
   }
   lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));
-  lines.push_back("pool2d: cuDNN pooling forward; max backward: tandem kernel (first maximum), "
-                  "average backward: cuDNN");
+  lines.push_back("pool2d: cuDNN pooling forward; backward: tandem kernels (max: first maximum)");
   lines.push_back("activations, bias, dropout, losses, optimizers: tandem CUDA kernels "
                   "(fixed-order reductions)");
   return lines;

@@ -141,6 +141,9 @@ class CudaBackend : public Backend {
   void* workspace(size_t bytes);
   // The cached descriptors of one convolution shape (algorithms are chosen by conv.cu).
   ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
+  // The --log-placement line of one pass of a convolution.
+  std::string conv_placement(const char* pass, const ConvEntry& e, const std::string& algo,
+                             size_t workspace) const;
   PoolEntry& pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p);
   // A device scratch buffer of `bytes` from the pool (freed when the handle goes).
   std::shared_ptr<void> scratch(size_t bytes) { return pool_->allocate(bytes); }

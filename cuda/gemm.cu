@@ -21,6 +21,9 @@ void CudaBackend::gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a
     CUBLAS_CHECK(cublasSscal(cublas_, static_cast<int>(m * n), &beta, c.data(), 1));
     return;
   }
+  if (tracing())
+    placed("gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+           " -> cuBLAS sgemm" + (options_.tf32 ? " (TF32 tensor-op math)" : " (FP32)"));
   CUBLAS_CHECK(cublasSgemm(cublas_, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                            trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
                            static_cast<int>(m), static_cast<int>(k), &alpha, b.data(), ldb,

@@ -86,6 +86,9 @@ PoolGeom geometry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
 void CudaBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
   PoolEntry& e = pool_entry(x, y, p);
   if (y.numel() == 0) return;
+  if (tracing())
+    placed(std::string("pool2d_forward ") + x.shape().str() + " -> cuDNN " +
+           (p.mode == PoolMode::kMax ? "max (deterministic)" : "average") + " pooling");
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnPoolingForward(cudnn_, e.pool, &one, e.x, x.data(), &zero, e.y, y.data()));
 }

@@ -61,6 +61,9 @@ class Backend {
   virtual InfoRows info() const = 0;
   // What ran the op last called for each kind and shape, e.g. "jit:avx512_core" (--log-placement).
   virtual std::vector<std::string> placement_log() const { return {}; }
+  // While a sink is set, every op that a library primitive or algorithm runs appends the line
+  // that names it (per-layer --log-placement); ops of tandem's own kernels append nothing.
+  void trace_placement(std::vector<std::string>* sink) { trace_ = sink; }
 
   // --- memory ---
   // At least `bytes`, 64-byte aligned, freed when the last reference goes.
@@ -138,6 +141,15 @@ class Backend {
 
   // Number of non-finite (NaN or Inf) entries of t.
   virtual int64_t count_nonfinite(const Tensor& t) = 0;
+
+ protected:
+  bool tracing() const { return trace_ != nullptr; }  // build a placement line only when asked
+  void placed(const std::string& line) const {
+    if (trace_) trace_->push_back(line);
+  }
+
+ private:
+  std::vector<std::string>* trace_ = nullptr;
 };
 
 }  // namespace tandem

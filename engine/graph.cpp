@@ -104,7 +104,10 @@ Tensor Graph::forward(Context& ctx, int64_t n) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     Tensor x = acts_[i].prefix(n);
     Tensor y = acts_[i + 1].prefix(n);
-    if (!layers_[i]->is_view()) layers_[i]->forward(ctx, x, y);
+    if (layers_[i]->is_view()) continue;
+    if (hook_) hook_(i, false, false);
+    layers_[i]->forward(ctx, x, y);
+    if (hook_) hook_(i, false, true);
   }
   return acts_.back().prefix(n);
 }
@@ -120,7 +123,9 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
     if (layers_[i]->is_view()) continue;
     Tensor x = acts_[i].prefix(n), y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
     Tensor dx = i > first ? grads_[i].prefix(n) : Tensor();
+    if (hook_) hook_(i, true, false);
     layers_[i]->backward(ctx, x, y, dy, i > first ? &dx : nullptr);
+    if (hook_) hook_(i, true, true);
   }
 }
 

@@ -1,6 +1,7 @@
 // Graph: the model's layers in order, their activation buffers and parameters on one backend.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,11 @@ class Graph {
   // From dlogits (n, classes): every parameter's gradient.
   void backward(Context& ctx, const Tensor& dlogits);
 
+  // Called before (done false) and after (done true) each layer's forward and backward pass, for
+  // per-layer timing and placement; empty: nothing is called.
+  using LayerHook = std::function<void(size_t layer, bool backward, bool done)>;
+  void set_layer_hook(LayerHook hook) { hook_ = std::move(hook); }
+
   std::vector<Param*> params();
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::vector<SummaryRow> summary() const;
@@ -55,6 +61,7 @@ class Graph {
   int64_t max_batch_ = 0;
   std::vector<Tensor> acts_;   // acts_[0] input, acts_[i+1] output of layer i (max batch)
   std::vector<Tensor> grads_;  // grads_[i] gradient of acts_[i]; grads_[0] unused
+  LayerHook hook_;
 };
 
 }  // namespace tandem

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -30,5 +31,7 @@ class ProgressBar {
 std::string format_duration(double seconds);
 // "12,345"
 std::string format_count(double v);
+// "1.50 GiB", "12.0 MiB", "512 B".
+std::string format_bytes(size_t bytes);
 
 }  // namespace tandem

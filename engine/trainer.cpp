@@ -19,6 +19,30 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// One row per layer of a profile at batch n: names, types, FLOPs; no times or ops yet.
+std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
+  std::vector<LayerProfile> rows;
+  for (const auto& layer : graph.layers())
+    rows.push_back({layer->name(), layer->type(), layer->flops() * n, 0, 0, {}, {}});
+  return rows;
+}
+
+// Hooks the graph so that each layer pass's traced placement lines land in `rows` (each once).
+void trace_layers(Graph& graph, Backend& backend, std::vector<LayerProfile>& rows,
+                  std::vector<std::string>& trace) {
+  graph.set_layer_hook([&](size_t layer, bool backward, bool done) {
+    if (!done) {
+      backend.trace_placement(&trace);
+      return;
+    }
+    backend.trace_placement(nullptr);
+    std::vector<std::string>& ops = backward ? rows[layer].backward_ops : rows[layer].forward_ops;
+    for (std::string& line : trace)
+      if (std::find(ops.begin(), ops.end(), line) == ops.end()) ops.push_back(std::move(line));
+    trace.clear();
+  });
+}
+
 }  // namespace
 
 TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
@@ -123,7 +147,21 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
       step.upload(n, images.data(), labels.data());
-      step.train(n, lr, global_step);
+      if (global_step == 0 && options.on_placement) {
+        std::vector<LayerProfile> rows = layer_rows(graph, n);
+        std::vector<std::string> trace;
+        trace_layers(graph, backend, rows, trace);
+        try {
+          step.train(n, lr, global_step);
+        } catch (...) {
+          graph.set_layer_hook(nullptr);
+          throw;
+        }
+        graph.set_layer_hook(nullptr);
+        options.on_placement(rows);
+      } else {
+        step.train(n, lr, global_step);
+      }
       double l, correct;
       step.read(&l, &correct);
       if (!std::isfinite(l)) {
@@ -165,11 +203,11 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   return result;
 }
 
-BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
-                  int64_t batch_size, int steps, int warmup, uint64_t seed) {
-  TrainStep step(graph, loss, backend, opt, seed);
+namespace {
+
+// Random data (never all zeros: some kernels shortcut zeros), uploaded once, not timed.
+void upload_random_batch(TrainStep& step, const Graph& graph, int64_t batch_size, uint64_t seed) {
   const int64_t sample = graph.input_shape().numel();
-  // Random data (never all zeros: some kernels shortcut zeros), uploaded once, not timed.
   std::vector<float> images(static_cast<size_t>(batch_size * sample));
   std::vector<int32_t> labels(static_cast<size_t>(batch_size));
   for (size_t i = 0; i < images.size(); ++i)
@@ -177,6 +215,22 @@ BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerCon
   for (size_t i = 0; i < labels.size(); ++i)
     labels[i] = static_cast<int32_t>(philox_uniform(seed, 0xBE5D, i) * graph.classes());
   step.upload(batch_size, images.data(), labels.data());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// A small learning rate keeps the weights (and so the work) realistic over many steps.
+constexpr double kBenchLr = 1e-4;
+
+}  // namespace
+
+BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
+                  int64_t batch_size, int steps, int warmup, uint64_t seed) {
+  TrainStep step(graph, loss, backend, opt, seed);
+  upload_random_batch(step, graph, batch_size, seed);
 
   auto time_steps = [&](auto&& fn) {
     for (int i = 0; i < warmup; ++i) fn(i);
@@ -188,19 +242,56 @@ BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerCon
       backend.synchronize();
       ms.push_back(seconds_since(t) * 1e3);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    return median(ms);
   };
   BenchResult r;
   r.batch_size = batch_size;
   r.warmup = warmup;
   r.steps = steps;
-  // A small learning rate keeps the weights (and so the work) realistic over many steps.
-  r.train_ms = time_steps([&](int i) { step.train(batch_size, 1e-4, static_cast<uint64_t>(i)); });
+  r.train_ms =
+      time_steps([&](int i) { step.train(batch_size, kBenchLr, static_cast<uint64_t>(i)); });
   r.infer_ms = time_steps([&](int) { step.infer(batch_size); });
   r.train_images_per_second = static_cast<double>(batch_size) * 1e3 / r.train_ms;
   r.infer_images_per_second = static_cast<double>(batch_size) * 1e3 / r.infer_ms;
   return r;
+}
+
+std::vector<LayerProfile> profile_layers(Graph& graph, Loss& loss, Backend& backend,
+                                         const OptimizerConfig& opt, int64_t batch_size, int steps,
+                                         int warmup, uint64_t seed) {
+  TrainStep step(graph, loss, backend, opt, seed);
+  upload_random_batch(step, graph, batch_size, seed);
+  for (int i = 0; i < warmup; ++i) step.train(batch_size, kBenchLr, static_cast<uint64_t>(i));
+  std::vector<LayerProfile> rows = layer_rows(graph, batch_size);
+  std::vector<std::string> trace;
+  auto train_step = [&](int i) {
+    try {
+      step.train(batch_size, kBenchLr, static_cast<uint64_t>(warmup + i));
+    } catch (...) {
+      graph.set_layer_hook(nullptr);
+      throw;
+    }
+  };
+  // The first step traces the placement; the timed ones synchronise around every layer.
+  trace_layers(graph, backend, rows, trace);
+  train_step(0);
+  std::vector<std::vector<double>> fwd(rows.size()), bwd(rows.size());
+  Clock::time_point start;
+  graph.set_layer_hook([&](size_t layer, bool backward, bool done) {
+    backend.synchronize();
+    if (!done) {
+      start = Clock::now();
+      return;
+    }
+    (backward ? bwd : fwd)[layer].push_back(seconds_since(start) * 1e3);
+  });
+  for (int i = 1; i <= steps; ++i) train_step(i);
+  graph.set_layer_hook(nullptr);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i].forward_ms = median(fwd[i]);
+    rows[i].backward_ms = median(bwd[i]);
+  }
+  return rows;
 }
 
 }  // namespace tandem

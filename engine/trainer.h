@@ -31,11 +31,20 @@ struct EvalStats {
   int64_t samples = 0;
 };
 
+struct LayerProfile {
+  std::string name, type;
+  int64_t flops = 0;                       // forward, whole batch
+  double forward_ms = 0, backward_ms = 0;  // medians over the timed steps
+  std::vector<std::string> forward_ops, backward_ops;  // what ran them (--log-placement)
+};
+
 struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
   int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
   std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
+  // When set, the first step traces what ran each layer and passes it here (--log-placement).
+  std::function<void(const std::vector<LayerProfile>&)> on_placement;
 };
 
 struct TrainResult {
@@ -87,5 +96,14 @@ struct BenchResult {
 // `warmup` steps that are not counted (primitive creation, algorithm search, allocation).
 BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
                   int64_t batch_size, int steps, int warmup, uint64_t seed);
+
+
+// Per-layer forward and backward times of training steps on random data, the backend
+// synchronised before and after each layer (like `caffe time`), after `warmup` steps that are
+// not counted; and the library primitive or algorithm behind each layer's ops, traced on one
+// more untimed step.
+std::vector<LayerProfile> profile_layers(Graph& graph, Loss& loss, Backend& backend,
+                                         const OptimizerConfig& opt, int64_t batch_size, int steps,
+                                         int warmup, uint64_t seed);
 
 }  // namespace tandem

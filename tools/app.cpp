@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -15,9 +16,11 @@
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
+#include "engine/parity.h"
 #include "engine/progress.h"
 #include "engine/report.h"
 #include "engine/trainer.h"
+#include "tools/plot.h"
 
 namespace tandem {
 
@@ -126,82 +129,402 @@ std::string schedule_text(const ScheduleConfig& s) {
 
 }  // namespace
 
+namespace {
+
+std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
+  if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
+  std::vector<DeviceSpec> out;
+  for (const std::string& d : r.devices) out.push_back(parse_device(d));
+  return out;
+}
+
+// The cause of a failure on one device of a list, with its hint, for the table's notes.
+std::string reason_of(const Error& e) {
+  return e.hint().empty() ? e.cause() : e.cause() + "; " + e.hint();
+}
+
+void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,
+                     const std::string& device) {
+  const std::string own = backend.name() == "gpu" ? "tandem CUDA kernels" : "tandem OpenMP loops";
+  std::vector<Row> table;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LayerProfile& l = rows[i];
+    for (int pass = 0; pass < 2; ++pass) {
+      const std::vector<std::string>& ops = pass ? l.backward_ops : l.forward_ops;
+      const std::string name = pass ? "backward" : "forward";
+      std::string first = ops.empty() ? (l.type == "flatten" ? "view (no work)" : own) : ops[0];
+      table.push_back({pass ? "" : std::to_string(i + 1), pass ? "" : l.name, name, first});
+      for (size_t k = 1; k < ops.size(); ++k) table.push_back({"", "", "", ops[k]});
+    }
+  }
+  fmt::print("Placement on {} (first training step; library primitives, else {}):\n{}\n", device,
+             own, format_table({"#", "layer", "pass", "ran on"}, table));
+  std::fflush(stdout);
+}
+
+struct DeviceRun {
+  DeviceSpec device;
+  std::string reason;  // why it did not run to the end; empty: it did
+  TrainResult result;
+  bool ran() const { return reason.empty(); }
+};
+
+double mean_epoch_seconds(const TrainResult& t) {
+  double s = 0;
+  for (const auto& e : t.epochs) s += e.seconds;
+  return t.epochs.empty() ? 0 : s / static_cast<double>(t.epochs.size());
+}
+
+double images_per_second(const TrainResult& t) {  // over every epoch
+  double images = 0, seconds = 0;
+  for (const auto& e : t.epochs) images += e.images_per_second * e.seconds, seconds += e.seconds;
+  return seconds > 0 ? images / seconds : 0;
+}
+
+size_t peak_memory(const TrainResult& t) {
+  size_t m = 0;
+  for (const auto& e : t.epochs) m = std::max(m, e.peak_memory_bytes);
+  return m;
+}
+
+void print_side_by_side(const std::vector<DeviceRun>& runs) {
+  const DeviceRun* ref = nullptr;
+  for (const DeviceRun& r : runs)
+    if (r.ran()) {
+      ref = &r;
+      break;
+    }
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  for (const DeviceRun& r : runs) {
+    if (!r.ran()) {
+      rows.push_back({r.device.label, "-", "-", "-", "-", "-", "-", "-", "-", "-", "not run"});
+      notes.push_back(r.device.label + ": not run: " + r.reason);
+      continue;
+    }
+    const EpochStats& last = r.result.epochs.back();
+    std::string speedup = "1.00x", parity = "reference";
+    if (&r != ref) {
+      speedup = fmt::format("{:.2f}x", images_per_second(r.result) /
+                                           std::max(1e-9, images_per_second(ref->result)));
+      Parity p = compare_runs(ref->result.step_losses, r.result.step_losses,
+                              ref->result.epochs.back().test_accuracy, last.test_accuracy);
+      parity = p.agree ? "agree" : "DIFFER";
+      notes.push_back(fmt::format("{} vs {}: {}", r.device.label, ref->device.label, p.verdict()));
+    }
+    rows.push_back({r.device.label, std::to_string(last.epoch),
+                    fmt::format("{:.2f}", mean_epoch_seconds(r.result)),
+                    format_count(images_per_second(r.result)), fmt::format("{:.4f}", last.train_loss),
+                    fmt::format("{:.2f}%", 100 * last.train_accuracy),
+                    fmt::format("{:.4f}", last.test_loss),
+                    fmt::format("{:.2f}%", 100 * last.test_accuracy),
+                    format_bytes(peak_memory(r.result)), speedup, parity});
+  }
+  fmt::print("\nSide by side (speedup and parity against {}):\n{}",
+             ref ? ref->device.label : "the first device",
+             format_table({"device", "epochs", "s/epoch", "images/s", "train loss", "train acc",
+                           "test loss", "test acc", "peak mem", "speedup", "parity"},
+                          rows));
+  for (const std::string& n : notes) fmt::print("  {}\n", n);
+}
+
+void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) {
+  PlotPanel loss{"Loss per epoch", "epoch", "loss", {}, false};
+  PlotPanel acc{"Accuracy per epoch", "epoch", "accuracy (%)", {}, false};
+  int color = 0;
+  for (const DeviceRun& r : runs) {
+    if (r.result.epochs.empty()) {  // its legend entry says so
+      PlotSeries none{r.device.label + " (not run)", {}, {}, color++, false};
+      loss.series.push_back(none), acc.series.push_back(none);
+      continue;
+    }
+    PlotSeries tl{r.device.label + " train", {}, {}, color, false}, vl = tl, ta = tl, va = tl;
+    vl.label = va.label = r.device.label + " test";
+    vl.dashed = va.dashed = true;
+    for (const EpochStats& e : r.result.epochs) {
+      const double x = static_cast<double>(e.epoch);
+      tl.x.push_back(x), vl.x.push_back(x), ta.x.push_back(x), va.x.push_back(x);
+      tl.y.push_back(e.train_loss), vl.y.push_back(e.test_loss);
+      ta.y.push_back(100 * e.train_accuracy), va.y.push_back(100 * e.test_accuracy);
+    }
+    loss.series.push_back(tl), loss.series.push_back(vl);
+    acc.series.push_back(ta), acc.series.push_back(va);
+    ++color;
+  }
+  write_plot(path, {loss, acc});
+  fmt::print("plot written to {}\n", path);
+}
+
+int exit_status(size_t ran, size_t total) {
+  if (ran == total) return 0;
+  return static_cast<int>(ran ? ExitCode::kPartial : ExitCode::kDevice);
+}
+
+}  // namespace
+
 int run_train(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
-  Graph graph(config);  // checks the model before any data is read
-  DataSplits data = load_data(config.data, config.input, static_cast<int>(graph.classes()));
-  const DeviceSpec device = parse_device(r.devices.at(0));
-  std::unique_ptr<Backend> backend = create_backend(device.backend, backend_options(config, device));
-  std::unique_ptr<Loss> loss = make_loss(config.loss);
+  const std::vector<DeviceSpec> devices = parse_devices(r);
+  Graph model(config);  // checks the model before any data is read
+  DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
+  const bool many = devices.size() > 1;
 
   if (!r.quiet) {
-    fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, config.name, config.file, device.label);
-    fmt::print("{}\n", format_pairs("Device", backend->info()));
-    fmt::print("Model {}\n{}\n", config.name, model_table(graph));
+    std::string names;
+    for (const DeviceSpec& d : devices) names += (names.empty() ? "" : ", ") + d.label;
+    fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, config.name, config.file, names);
+    fmt::print("Model {}\n{}\n", config.name, model_table(model));
     fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
                format_count(data.train.size()), format_count(data.test.size()),
-               data.train.sample_shape.str(), graph.classes());
-    fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n\n",
-               config.train.epochs, config.train.epochs == 1 ? "" : "s", config.train.batch_size, optimizer_text(config.train.optimizer),
-               schedule_text(config.train.schedule), config.loss, config.train.seed);
+               data.train.sample_shape.str(), model.classes());
+    fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
+               config.train.epochs == 1 ? "" : "s", config.train.batch_size,
+               optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
+               config.loss, config.train.seed);
     std::fflush(stdout);
   }
-
-  graph.allocate(*backend, config.train.batch_size, config.train.seed);
-  Batcher train_src(data.train, config.train.batch_size, config.train.shuffle, config.train.seed,
-                    config.data.mean, config.data.std, config.train.drop_last);
-  Batcher test_src(data.test, config.train.batch_size, false, config.train.seed, config.data.mean,
-                   config.data.std);
+  if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
   std::unique_ptr<MetricsWriter> metrics;
   if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path);
-  TrainOptions options;
-  options.device_label = device.label;
-  options.progress = !r.quiet;
-  options.on_epoch = [&](const EpochStats& e) {
-    if (metrics) metrics->write(e);
-  };
-  TrainResult result = train(config, graph, *loss, *backend, train_src, &test_src, options);
-  const EpochStats& last = result.epochs.back();
-  double seconds = 0;
-  for (const auto& e : result.epochs) seconds += e.seconds;
-  fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",
-             device.label, 100 * last.test_accuracy, last.test_loss, last.epoch, last.epoch == 1 ? "" : "s",
-             format_duration(seconds), format_count(last.images_per_second));
-  return 0;
+
+  std::vector<DeviceRun> runs;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    DeviceRun run{devices[k], "", {}};
+    if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
+    try {
+      std::unique_ptr<Backend> backend =
+          create_backend(run.device.backend, backend_options(config, run.device));
+      if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
+      std::fflush(stdout);
+      Config c = config;
+      Graph graph(c);
+      std::unique_ptr<Loss> loss = make_loss(c.loss);
+      graph.allocate(*backend, c.train.batch_size, c.train.seed);
+      Batcher train_src(data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
+                        c.data.std, c.train.drop_last);
+      Batcher test_src(data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+      TrainOptions options;
+      options.device_label = run.device.label;
+      options.progress = !r.quiet;
+      options.on_epoch = [&](const EpochStats& e) {
+        if (metrics) metrics->write(e);
+      };
+      if (r.log_placement)
+        options.on_placement = [&](const std::vector<LayerProfile>& rows) {
+          print_placement(rows, *backend, run.device.label);
+        };
+      run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+      const EpochStats& last = run.result.epochs.back();
+      fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",
+                 run.device.label, 100 * last.test_accuracy, last.test_loss, last.epoch,
+                 last.epoch == 1 ? "" : "s", format_duration(mean_epoch_seconds(run.result) *
+                                                             static_cast<double>(last.epoch)),
+                 format_count(images_per_second(run.result)));
+    } catch (const Error& e) {
+      // In a list, an unusable device (or a run that blew up) gets its row; the others still run.
+      const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
+      if (!many || !per_device) throw;
+      std::fflush(stdout);
+      fmt::print(stderr, "error: {}\n", e.cause());
+      if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+      run.reason = reason_of(e);
+    }
+    runs.push_back(std::move(run));
+  }
+  size_t ran = 0;
+  for (const DeviceRun& run : runs) ran += run.ran();
+  if (many) print_side_by_side(runs);
+  if (!r.plot_path.empty()) plot_training(r.plot_path, runs);
+  return exit_status(ran, runs.size());
 }
+
+namespace {
+
+struct BenchRow {
+  DeviceSpec device;
+  int threads = 0;     // CPU threads of the run
+  int64_t batch = 0;
+  std::string reason;  // why it did not run; empty: it did
+  BenchResult b;
+  bool ran() const { return reason.empty(); }
+};
+
+void print_layer_profile(const std::vector<LayerProfile>& rows, const std::string& device,
+                         int64_t batch) {
+  std::vector<Row> table;
+  double fwd = 0, bwd = 0;
+  auto gflops = [](double flops, double ms) {
+    return ms > 0 && flops > 0 ? fmt::format("{:.1f}", flops / (ms * 1e6)) : std::string("-");
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LayerProfile& l = rows[i];
+    fwd += l.forward_ms, bwd += l.backward_ms;
+    const double f = static_cast<double>(l.flops);
+    table.push_back({std::to_string(i + 1), l.name, fmt::format("{:.3f}", l.forward_ms),
+                     fmt::format("{:.3f}", l.backward_ms), si(f), gflops(f, l.forward_ms),
+                     gflops(2 * f, l.backward_ms)});
+  }
+  table.push_back({"", "total", fmt::format("{:.3f}", fwd), fmt::format("{:.3f}", bwd), "", "", ""});
+  fmt::print("\nPer layer on {}, batch {} (medians; synchronised around each layer, so the total "
+             "exceeds a step's time):\n{}(backward FLOPs counted as 2x forward: input and weight "
+             "gradients)\n",
+             device, batch,
+             format_table({"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s"},
+                          table));
+}
+
+// The reference row for speedups: the first device's row at the same batch size, if it ran.
+const BenchRow* reference_row(const std::vector<BenchRow>& rows, const BenchRow& row) {
+  for (const BenchRow& r : rows)
+    if (r.device.label == rows.front().device.label && r.batch == row.batch)
+      return r.ran() ? &r : nullptr;
+  return nullptr;
+}
+
+std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::string& config) {
+  std::string s = fmt::format("{{\"device\": {}, \"config\": {}, \"batch_size\": {}, \"threads\": {}",
+                              json_string(row.device.label), json_string(config), row.batch,
+                              row.threads);
+  if (!row.ran()) return s + ", \"error\": " + json_string(row.reason) + "}";
+  const BenchResult& b = row.b;
+  s += fmt::format(
+      ", \"train_images_per_second\": {:.1f}, \"infer_images_per_second\": {:.1f}, "
+      "\"train_ms_per_step\": {:.4f}, \"infer_ms_per_step\": {:.4f}, \"steps\": {}, \"warmup\": {}",
+      b.train_images_per_second, b.infer_images_per_second, b.train_ms, b.infer_ms, b.steps,
+      b.warmup);
+  if (ref)
+    s += fmt::format(", \"train_speedup\": {:.3f}, \"infer_speedup\": {:.3f}",
+                     b.train_images_per_second / ref->b.train_images_per_second,
+                     b.infer_images_per_second / ref->b.infer_images_per_second);
+  return s + "}";
+}
+
+void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
+                const std::string& config) {
+  PlotPanel speed{config + ": training throughput", "batch size", "images/s", {}, true, true};
+  PlotPanel ratio{"Training speedup against " + rows.front().device.label, "batch size",
+                  "speedup (x)", {}, true, true};
+  std::vector<std::string> labels;
+  for (const BenchRow& r : rows)
+    if (std::find(labels.begin(), labels.end(), r.device.label) == labels.end())
+      labels.push_back(r.device.label);
+  for (size_t d = 0; d < labels.size(); ++d) {
+    PlotSeries ips{labels[d], {}, {}, static_cast<int>(d), false}, up = ips;
+    for (const BenchRow& r : rows) {
+      if (r.device.label != labels[d] || !r.ran()) continue;
+      ips.x.push_back(static_cast<double>(r.batch));
+      ips.y.push_back(r.b.train_images_per_second);
+      if (const BenchRow* ref = reference_row(rows, r)) {
+        up.x.push_back(static_cast<double>(r.batch));
+        up.y.push_back(r.b.train_images_per_second / ref->b.train_images_per_second);
+      }
+    }
+    if (ips.x.empty()) ips.label = up.label = labels[d] + " (not run)";
+    speed.series.push_back(ips);
+    if (d > 0 || labels.size() == 1) ratio.series.push_back(up);
+  }
+  write_plot(path, {speed, ratio});
+  fmt::print("plot written to {}\n", path);
+}
+
+}  // namespace
 
 int run_bench(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
-  Graph graph(config);
-  const DeviceSpec device = parse_device(r.devices.at(0));
-  std::unique_ptr<Backend> backend = create_backend(device.backend, backend_options(config, device));
-  std::unique_ptr<Loss> loss = make_loss(config.loss);
+  const std::vector<DeviceSpec> devices = parse_devices(r);
   if (r.steps < 1 || r.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
-  const int64_t batch = config.train.batch_size;
-  graph.allocate(*backend, batch, config.train.seed);
-  BenchResult b = bench(graph, *loss, *backend, config.train.optimizer, batch, r.steps, r.warmup,
-                        config.train.seed);
-  if (r.json) {
-    fmt::print(
-        "{{\"device\": {}, \"config\": {}, \"batch_size\": {}, \"train_images_per_second\": {:.1f}, "
-        "\"infer_images_per_second\": {:.1f}, \"train_ms_per_step\": {:.4f}, \"infer_ms_per_step\": "
-        "{:.4f}, \"steps\": {}, \"warmup\": {}, \"threads\": {}}}\n",
-        json_string(device.label), json_string(config.name), batch, b.train_images_per_second,
-        b.infer_images_per_second, b.train_ms, b.infer_ms, b.steps, b.warmup,
-        backend_options(config, device).threads);
-    return 0;
+  std::vector<int64_t> batches = r.batch_sizes;
+  if (batches.empty()) batches.push_back(config.train.batch_size);
+  for (int64_t b : batches)
+    if (b < 1) throw UsageError("batch sizes must be at least 1");
+  Graph model(config);  // checks the model before any device starts
+  if (!r.plot_path.empty()) check_plot_path(r.plot_path);
+  const bool text = !r.json;
+
+  std::vector<BenchRow> rows;
+  for (const DeviceSpec& device : devices) {
+    const BackendOptions options = backend_options(config, device);
+    std::unique_ptr<Backend> backend;
+    try {
+      backend = create_backend(device.backend, options);
+    } catch (const DeviceError& e) {
+      if (devices.size() == 1) throw;
+      for (int64_t b : batches) rows.push_back({device, options.threads, b, reason_of(e), {}});
+      continue;
+    }
+    if (text && !r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
+    std::fflush(stdout);
+    for (int64_t batch : batches) {
+      BenchRow row{device, options.threads, batch, "", {}};
+      try {
+        Config c = config;
+        c.train.batch_size = batch;
+        Graph graph(c);
+        std::unique_ptr<Loss> loss = make_loss(c.loss);
+        graph.allocate(*backend, batch, c.train.seed);
+        row.b = bench(graph, *loss, *backend, c.train.optimizer, batch, r.steps, r.warmup,
+                      c.train.seed);
+        if (text && (r.per_layer || r.log_placement)) {
+          std::vector<LayerProfile> prof = profile_layers(
+              graph, *loss, *backend, c.train.optimizer, batch, std::max(1, r.steps / 2),
+              std::min(r.warmup, 2), c.train.seed);
+          if (r.log_placement) print_placement(prof, *backend, device.label);
+          if (r.per_layer) print_layer_profile(prof, device.label, batch);
+        }
+      } catch (const DeviceError& e) {  // e.g. out of device memory at the largest batch
+        if (devices.size() == 1 && batches.size() == 1) throw;
+        row.reason = reason_of(e);
+      }
+      rows.push_back(row);
+    }
   }
-  if (!r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
-  fmt::print("{} on {}, batch {}: median of {} steps after {} warm-up steps (not counted)\n",
-             config.name, device.label, batch, b.steps, b.warmup);
-  const double gflop = static_cast<double>(graph.forward_flops()) * static_cast<double>(batch) / 1e9;
-  fmt::print("{}", format_table({"pass", "ms/step", "images/s", "GFLOP/s"},
-                                {{"train", fmt::format("{:.2f}", b.train_ms), format_count(b.train_images_per_second),
-                                  fmt::format("{:.1f}", 3 * gflop / (b.train_ms / 1e3))},
-                                 {"infer", fmt::format("{:.2f}", b.infer_ms), format_count(b.infer_images_per_second),
-                                  fmt::format("{:.1f}", gflop / (b.infer_ms / 1e3))}}));
-  fmt::print("(training FLOPs counted as 3x forward)\n");
-  return 0;
+
+  size_t ran = 0;
+  for (const BenchRow& row : rows) ran += row.ran();
+  if (r.json) {
+    for (const BenchRow& row : rows) fmt::print("{}\n", bench_json(row, reference_row(rows, row), config.name));
+    return exit_status(ran, rows.size());
+  }
+
+  const double gflop = static_cast<double>(model.forward_flops()) / 1e9;  // per sample
+  std::vector<Row> table;
+  std::vector<std::string> notes;
+  for (const BenchRow& row : rows) {
+    if (!row.ran()) {
+      table.push_back({row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-"});
+      const std::string note = row.device.label + ": not run: " + row.reason;
+      if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+      continue;
+    }
+    const BenchResult& b = row.b;
+    const BenchRow* ref = reference_row(rows, row);
+    auto ratio = [&](double v, double base) { return ref ? fmt::format("{:.2f}x", v / base) : std::string("-"); };
+    table.push_back({row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
+                     format_count(b.train_images_per_second), format_count(b.infer_images_per_second),
+                     fmt::format("{:.1f}", 3 * gflop * static_cast<double>(row.batch) / (b.train_ms / 1e3)),
+                     ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
+                     ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1)});
+    // Users' most common surprise: a small model or batch where the GPU barely beats the CPU.
+    if (row.device.backend == "gpu" && ref && ref != &row && ref->device.backend == "cpu" &&
+        b.train_images_per_second < 2 * ref->b.train_images_per_second)
+      notes.push_back(fmt::format(
+          "{} at batch {}: only {:.2f}x {}: a step takes {:.2f} ms, so kernel launches and "
+          "synchronisation, not arithmetic, bound it; the model is too small for the GPU to pay "
+          "at this batch size (larger batches or models raise the speedup)",
+          row.device.label, row.batch, b.train_images_per_second / ref->b.train_images_per_second,
+          ref->device.label, b.train_ms));
+  }
+  fmt::print("\n{}: median of {} steps per row, after {} warm-up steps that are not counted "
+             "(primitive creation, cuDNN algorithm search, first allocations)\n",
+             config.name, r.steps, r.warmup);
+  fmt::print("{}", format_table({"device", "batch", "train ms/step", "train img/s", "infer img/s",
+                                 "train GFLOP/s", "train speedup", "infer speedup"},
+                                table));
+  fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
+             rows.front().device.label);
+  for (const std::string& n : notes) fmt::print("  note: {}\n", n);
+  if (!r.plot_path.empty()) plot_bench(r.plot_path, rows, config.name);
+  return exit_status(ran, rows.size());
 }
 
 int run_devices(const RunRequest&) {

@@ -23,10 +23,14 @@ struct RunRequest {
   std::optional<int> threads;
   std::optional<std::string> data;  // replaces data.path (both splits)
   std::string metrics_path;
+  std::string plot_path;       // --plot FILE.png
   bool quiet = false;
+  bool log_placement = false;  // what ran each layer
   // bench
+  std::vector<int64_t> batch_sizes;  // empty: the config's (or --batch-size)
   int steps = 20, warmup = 5;
   bool json = false;
+  bool per_layer = false;
 };
 
 // A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.

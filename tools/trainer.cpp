@@ -15,12 +15,14 @@ namespace {
 constexpr const char* kHelp = R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
 
 usage:
-  trainer --config FILE [--device cpu|gpu] [flags]     train and evaluate
-  trainer bench --config FILE [--device D] [--batch-size N] [--steps N] [--warmup N] [--json]
+  trainer --config FILE [--device LIST] [flags]        train and evaluate
+  trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
   trainer devices                                      what this machine has
   trainer --help | --version
 
-devices: cpu, cpu:THREADS, gpu, gpu:INDEX
+devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them
+  (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
+  side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
 
 flags (override the config):
   --epochs N         epochs to train
@@ -29,15 +31,23 @@ flags (override the config):
   --seed N           seed of the weights, shuffling and dropout
   --threads N        CPU threads (default: every core)
   --data DIR         data folder (replaces data.path)
-  --metrics FILE     per-epoch metrics, JSON lines (or CSV when FILE ends in .csv)
+  --metrics FILE     per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)
+  --plot FILE.png    loss and accuracy per epoch, one line per device
+  --log-placement    which library primitive or algorithm ran each layer
   --quiet            no start-up table and no progress bar
   --log-level L      trace, debug, info, warn (default), error, off
 
 bench: throughput of training steps (forward, backward, update) and of inference on random
-data, median of --steps steps (20) after --warmup steps (5) that are not counted.
+data, median of --steps steps (20) after --warmup steps (5) that are not counted, for each
+device and batch size, with the speedup against the first device.
+  --batch-sizes LIST  e.g. 16,64,256 (default: the config's batch size or --batch-size)
+  --per-layer         forward and backward time, FLOPs and GFLOP/s of each layer
+  --plot FILE.png     throughput and speedup against batch size
+  --json              one JSON object per device and batch size
 
 exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
-6 loss became NaN/Inf; 70 internal error.
+6 loss became NaN/Inf; 8 a device of a list could not run (the others did; see its row);
+70 internal error.
 )";
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -121,6 +131,14 @@ int run(int argc, char** argv) {
         throw tandem::UsageError("unknown log level '" + l + "'",
                                  "use trace, debug, info, warn, error or off");
       spdlog::set_level(level);
+    } else if (a == "--plot") {
+      r.plot_path = value();
+    } else if (a == "--log-placement") {
+      r.log_placement = true;
+    } else if (command == "bench" && a == "--batch-sizes") {
+      for (const std::string& b : split(value(), ',')) r.batch_sizes.push_back(parse_int(a, b));
+    } else if (command == "bench" && a == "--per-layer") {
+      r.per_layer = true;
     } else if (command == "bench" && a == "--steps") {
       r.steps = parse_int(a, value());
     } else if (command == "bench" && a == "--warmup") {

@@ -1,0 +1,32 @@
+// PNG plots (--plot FILE.png) through PLplot: curves per device, in one or more panels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct PlotSeries {
+  std::string label;  // in the legend (a series without points still gets its entry)
+  std::vector<double> x, y;
+  int color = 0;        // 0, 1, ...: one colour per device
+  bool dashed = false;  // e.g. test curves beside solid train curves
+};
+
+struct PlotPanel {
+  std::string title, x_label, y_label;
+  std::vector<PlotSeries> series;
+  bool log2_x = false;       // batch sizes 16, 64, 256 evenly spaced
+  bool y_from_zero = false;  // throughput and speedup axes start at 0
+};
+
+// Throws UsageError unless `path` can take a plot: a .png name in an existing folder, and a build
+// with plotting. Checked before a long run, so that it cannot fail at its end.
+void check_plot_path(const std::string& path);
+
+// Draws the panels side by side into a width x height PNG; throws UsageError when the file
+// cannot be written.
+void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, int width = 1200,
+                int height = 500);
+
+}  // namespace tandem
