@@ -1,0 +1,41 @@
+// Running the built trainer executable from tests: its exit status and everything it printed.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace tandem::test {
+
+struct CliResult {
+  int status;
+  std::string out;  // stdout and stderr together
+};
+
+inline CliResult run_trainer(const std::string& args) {
+  std::string cmd = std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+inline std::string source_path(const std::string& rel) {
+  return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
+}
+
+inline std::string write_temp_file(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace tandem::test

@@ -1,0 +1,215 @@
+// Side-by-side runs over a device list, their table, parity verdict, metrics, exit status and plots.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <stb/stb_image.h>
+
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+#include "engine/parity.h"
+#include "tests/tools/cli_util.h"
+#include "tools/app.h"
+
+namespace tandem {
+namespace {
+
+using test::run_trainer;
+
+// A model small enough to train twice in well under a second.
+std::string small_config() {
+  return test::write_temp_file("side_by_side.yaml", R"(name: small
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 4, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
+train: {epochs: 2, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+)");
+}
+
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+bool gpu_usable() {
+  register_everything();
+  try {
+    create_backend("gpu", {});
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+TEST(SideBySide, TwoCpuThreadCountsGiveOneTableThatAgrees) {
+  const std::string metrics = ::testing::TempDir() + "side_by_side.jsonl";
+  auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --metrics " +
+                       metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  ASSERT_NE(r.out.find("Side by side (speedup and parity against cpu:1)"), std::string::npos) << r.out;
+  for (const char* column : {"s/epoch", "images/s", "test acc", "peak mem", "speedup", "parity"})
+    EXPECT_NE(r.out.find(column), std::string::npos) << column;
+  EXPECT_NE(r.out.find("reference"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu:2 vs cpu:1: agree"), std::string::npos) << r.out;
+  std::vector<std::string> lines = lines_of(metrics);
+  ASSERT_EQ(lines.size(), 4u);  // two epochs on each device, in run order
+  EXPECT_NE(lines[0].find("\"device\": \"cpu:1\", \"epoch\": 1"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("\"device\": \"cpu:1\", \"epoch\": 2"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("\"device\": \"cpu:2\", \"epoch\": 1"), std::string::npos) << lines[2];
+  EXPECT_NE(lines[3].find("\"device\": \"cpu:2\", \"epoch\": 2"), std::string::npos) << lines[3];
+}
+
+TEST(SideBySide, AnUnusableGpuGetsItsRowAndThePartialExitStatus) {
+  if (gpu_usable()) GTEST_SKIP() << "a GPU is usable here, so no device of cpu,gpu fails";
+  auto r = run_trainer("--config " + small_config() + " --device cpu,gpu --quiet");
+  EXPECT_EQ(r.status, 8) << r.out;
+  EXPECT_NE(r.out.find("cpu: test accuracy"), std::string::npos) << r.out;  // the CPU still ran
+  EXPECT_NE(r.out.find("not run"), std::string::npos) << r.out;
+  // The row's note carries the reason: no driver here, or no GPU backend in a CPU-only build.
+  const bool reason = r.out.find("gpu: not run: no NVIDIA") != std::string::npos ||
+                      r.out.find("gpu: not run: this build has no GPU backend") != std::string::npos;
+  EXPECT_TRUE(reason) << r.out;
+  EXPECT_NE(run_trainer("--help").out.find("8 a device of a list could not run"), std::string::npos);
+}
+
+TEST(SideBySide, ASingleUnusableDeviceIsStillAnError) {
+  if (gpu_usable()) GTEST_SKIP() << "a GPU is usable here";
+  auto r = run_trainer("--config " + small_config() + " --device gpu --quiet");
+  EXPECT_EQ(r.status, 5) << r.out;
+  EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
+}
+
+TEST(SideBySide, BenchTableHasEveryDeviceAndBatchWithSpeedups) {
+  auto r = run_trainer("bench --config " + small_config() +
+                       " --device cpu:1,cpu:2 --batch-sizes 8,32 --steps 2 --warmup 1 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream in(r.out);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  const char* expect[] = {"\"device\": \"cpu:1\", \"config\": \"small\", \"batch_size\": 8",
+                          "\"device\": \"cpu:1\", \"config\": \"small\", \"batch_size\": 32",
+                          "\"device\": \"cpu:2\", \"config\": \"small\", \"batch_size\": 8",
+                          "\"device\": \"cpu:2\", \"config\": \"small\", \"batch_size\": 32"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NE(lines[i].find(expect[i]), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("\"train_speedup\": "), std::string::npos) << lines[i];
+  }
+  EXPECT_NE(lines[0].find("\"train_speedup\": 1.000"), std::string::npos) << lines[0];
+}
+
+TEST(SideBySide, BenchPerLayerAndPlacementNameEveryLayer) {
+  auto r = run_trainer("bench --config " + small_config() +
+                       " --device cpu --batch-size 8 --steps 2 --warmup 1 --per-layer --log-placement");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Per layer on cpu, batch 8"), std::string::npos) << r.out;
+  for (const char* layer : {"conv2d_1", "relu_1", "maxpool_1", "flatten_1", "dense_1"})
+    EXPECT_NE(r.out.find(layer), std::string::npos) << layer;
+  // oneDNN names its implementation (jit:..., gemm:..., ref:...) for the convolution's passes.
+  EXPECT_NE(r.out.find("conv2d_forward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv2d_backward_filter"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dnnl_sgemm"), std::string::npos) << r.out;
+}
+
+#ifdef TANDEM_WITH_PLPLOT
+// Decodes a PNG and checks its size, that it is not blank, and that series colours appear.
+void expect_plot(const std::string& path, int series) {
+  int w = 0, h = 0, c = 0;
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &c, 3);
+  ASSERT_NE(px, nullptr) << path << ": " << stbi_failure_reason();
+  EXPECT_EQ(w, 1200);
+  EXPECT_EQ(h, 500);
+  int64_t ink = 0;
+  std::set<int> colours;
+  for (int64_t i = 0; i < static_cast<int64_t>(w) * h; ++i) {
+    const unsigned char* p = px + 3 * i;
+    if (p[0] < 250 || p[1] < 250 || p[2] < 250) ++ink;
+    // Saturated pixels: the curves (axes and text are grey to black).
+    if (std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 100)
+      colours.insert((p[0] / 32) * 64 + (p[1] / 32) * 8 + p[2] / 32);
+  }
+  stbi_image_free(px);
+  const double share = static_cast<double>(ink) / (static_cast<double>(w) * h);
+  EXPECT_GT(share, 0.01) << "almost blank";
+  EXPECT_LT(share, 0.5) << "mostly ink";
+  EXPECT_GE(static_cast<int>(colours.size()), series) << "the curves' colours are missing";
+}
+
+TEST(SideBySide, TrainingPlotIsAPngWithACurvePerDevice) {
+  const std::string png = ::testing::TempDir() + "train_plot.png";
+  auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --plot " + png);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("plot written to " + png), std::string::npos) << r.out;
+  expect_plot(png, 2);
+}
+
+TEST(SideBySide, BenchPlotIsAPng) {
+  const std::string png = ::testing::TempDir() + "bench_plot.png";
+  auto r = run_trainer("bench --config " + small_config() +
+                       " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_plot(png, 2);
+}
+#endif
+
+TEST(SideBySide, PlotPathIsCheckedBeforeTraining) {
+  auto r = run_trainer("--config " + small_config() + " --quiet --plot /nonexistent/dir/p.png");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing";
+  auto bad = run_trainer("--config " + small_config() + " --quiet --plot curves.jpg");
+  EXPECT_EQ(bad.status, 2) << bad.out;
+}
+
+// --- the parity verdict on its own ---
+
+TEST(Parity, IdenticalCurvesAgree) {
+  std::vector<double> a{2.3, 2.1, 1.9, 1.5};
+  Parity p = compare_runs(a, a, 0.9, 0.9);
+  EXPECT_TRUE(p.agree);
+  EXPECT_EQ(p.first_divergent_step, 0);
+  EXPECT_EQ(p.max_relative, 0);
+  EXPECT_EQ(p.verdict().rfind("agree", 0), 0u) << p.verdict();
+}
+
+TEST(Parity, AnEarlyDivergenceIsReportedWithItsStep) {
+  std::vector<double> a{2.0, 2.0, 2.0, 2.0, 2.0}, b = a;
+  b[2] = 2.01;  // step 3, 5e-3 relative
+  Parity p = compare_runs(a, b, 0.9, 0.9);
+  EXPECT_FALSE(p.agree);
+  EXPECT_EQ(p.first_divergent_step, 3);
+  EXPECT_NEAR(p.divergence, 5e-3, 1e-9);
+  EXPECT_NE(p.verdict().find("DIFFER from step 3"), std::string::npos) << p.verdict();
+}
+
+TEST(Parity, DriftAfterTheCheckedStepsIsReportedButAgrees) {
+  std::vector<double> a(40, 1.0), b = a;
+  for (size_t i = 30; i < 40; ++i) b[i] = 1.1;
+  Parity p = compare_runs(a, b, 0.95, 0.949, 1e-3, 20);
+  EXPECT_TRUE(p.agree);
+  EXPECT_EQ(p.first_divergent_step, 31);
+  EXPECT_NE(p.verdict().find("drift apart from step 31"), std::string::npos) << p.verdict();
+}
+
+TEST(Parity, FinalAccuracyMoreThanAPointApartDiffers) {
+  std::vector<double> a{1.0, 0.9};
+  Parity p = compare_runs(a, a, 0.95, 0.93);
+  EXPECT_FALSE(p.agree);
+  EXPECT_NE(p.verdict().find("2.00 points apart"), std::string::npos) << p.verdict();
+}
+
+TEST(Parity, NanLossNeverAgrees) {
+  std::vector<double> a{1.0, 0.9}, b{1.0, std::nan("")};
+  EXPECT_FALSE(compare_runs(a, b, 0.9, 0.9).agree);
+}
+
+}  // namespace
+}  // namespace tandem
