@@ -58,6 +58,12 @@ for c in lenet mlp cifar_cnn; do
   step "torch-$c-cuda" 200 python3 bench/pytorch_bench.py --config "configs/$c.yaml" --device cuda --batch-size "$b" --steps 50 --json
 done
 
+# The user's view: one side-by-side table, and a batch-size sweep with per-layer times and placement.
+step side-by-side-lenet 240 "$T" --config configs/lenet.yaml --device gpu,cpu:16 --epochs 2 \
+  --metrics "$OUT/side-by-side.jsonl"
+step bench-sweep-cifar 240 "$T" bench --config configs/cifar_cnn.yaml --device gpu,cpu:16 \
+  --batch-sizes 16,64,256 --steps 20 --per-layer --log-placement
+
 echo
 echo "== summary =="
 cat "$SUMMARY"
