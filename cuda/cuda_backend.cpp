@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "cuda/cuda_backend_impl.h"
 #include "engine/backend_registry.h"
 
@@ -168,12 +170,11 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &n, &c, &h, &wd));
   TANDEM_CHECK(n == y.dim(0) && c == y.dim(1) && h == y.dim(2) && wd == y.dim(3),
                "cuDNN output shape differs from conv_out_size");
-  e->shape = "x" + x.shape().str() + " w" + w.shape().str() + " stride " +
-             std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + " pad " +
-             std::to_string(p.pad_h) + "x" + std::to_string(p.pad_w) +
-             (p.dilation_h != 1 || p.dilation_w != 1
-                  ? " dil " + std::to_string(p.dilation_h) + "x" + std::to_string(p.dilation_w)
-                  : "");
+  // fmt rather than a chain of std::string +, which trips a false -Wrestrict in GCC 12.
+  e->shape = fmt::format("x{} w{} stride {}x{} pad {}x{}", x.shape().str(), w.shape().str(),
+                         p.stride_h, p.stride_w, p.pad_h, p.pad_w);
+  if (p.dilation_h != 1 || p.dilation_w != 1)
+    e->shape += fmt::format(" dil {}x{}", p.dilation_h, p.dilation_w);
   ConvEntry& ref = *e;
   conv_order_.push_back(&ref);
   conv_cache_.emplace(key, std::move(e));
