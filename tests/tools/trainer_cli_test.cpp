@@ -1,37 +1,20 @@
 // The trainer executable as a user meets it: flags, exit codes, messages, metrics files.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tests/tools/cli_util.h"
+
 namespace {
 
-struct Result {
-  int status;
-  std::string out;  // stdout and stderr together
-};
+using Result = tandem::test::CliResult;
 
-Result trainer(const std::string& args) {
-  std::string cmd = std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string source(const std::string& rel) { return std::string(TANDEM_SOURCE_DIR) + "/" + rel; }
-
+Result trainer(const std::string& args) { return tandem::test::run_trainer(args); }
+std::string source(const std::string& rel) { return tandem::test::source_path(rel); }
 std::string write_temp(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
+  return tandem::test::write_temp_file(name, text);
 }
 
 TEST(TrainerCli, HelpListsTheFlagsAndExitsZero) {
