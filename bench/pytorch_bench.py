@@ -32,6 +32,8 @@ def parse_args():
                     help="gpu is taken as cuda")
     ap.add_argument("--batch-size", type=int, default=None,
                     help="default: the config's train.batch_size")
+    ap.add_argument("--batch-sizes", default=None,
+                    help="comma-separated batch sizes, one result each (like trainer bench)")
     ap.add_argument("--steps", type=int, default=50, help="timed steps (each of train, infer)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps before timing")
     ap.add_argument("--threads", type=int, default=None,
@@ -98,7 +100,15 @@ def main():
     if a.steps < 1 or a.warmup < 0:
         sys.exit("--steps must be >= 1 and --warmup >= 0")
     cfg = tt.load_config(a.config)
-    batch = a.batch_size or int((cfg.get("train") or {}).get("batch_size", 64))
+    if a.batch_sizes:
+        try:
+            batches = [int(b) for b in a.batch_sizes.split(",")]
+        except ValueError:
+            sys.exit(f"--batch-sizes expects integers like 16,64,256, got {a.batch_sizes!r}")
+    else:
+        batches = [a.batch_size or int((cfg.get("train") or {}).get("batch_size", 64))]
+    if min(batches) < 1:
+        sys.exit("batch sizes must be >= 1")
 
     threads = a.threads if a.threads else (os.cpu_count() or 1)
     torch.set_num_threads(threads)
@@ -126,59 +136,60 @@ def main():
     loss_fn = tt.make_loss(cfg)
     opt = tt.make_optimizer(cfg, model.parameters())
 
-    # A few distinct pre-generated batches, cycled (data generation is not timed).
-    g = torch.Generator().manual_seed(a.seed + 1)
-    nb = 4
-    xs = [torch.randn((batch,) + shape, generator=g).to(device).contiguous(memory_format=fmt)
-          if len(shape) == 3 else torch.randn((batch,) + shape, generator=g).to(device)
-          for _ in range(nb)]
-    ys = [torch.randint(0, min(classes, out_dim), (batch,), generator=g).to(device)
-          for _ in range(nb)]
-    it = [0]
+    for batch in batches:
+        # A few distinct pre-generated batches, cycled (data generation is not timed).
+        g = torch.Generator().manual_seed(a.seed + 1)
+        nb = 4
+        xs = [torch.randn((batch,) + shape, generator=g).to(device).contiguous(memory_format=fmt)
+              if len(shape) == 3 else torch.randn((batch,) + shape, generator=g).to(device)
+              for _ in range(nb)]
+        ys = [torch.randint(0, min(classes, out_dim), (batch,), generator=g).to(device)
+              for _ in range(nb)]
+        it = [0]
 
-    def train_step():
-        i = it[0] % nb
-        it[0] += 1
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[i]), ys[i])
-        loss.backward()
-        opt.step()
+        def train_step():
+            i = it[0] % nb
+            it[0] += 1
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(xs[i]), ys[i])
+            loss.backward()
+            opt.step()
 
-    def infer_step():
-        i = it[0] % nb
-        it[0] += 1
-        model(xs[i])
+        def infer_step():
+            i = it[0] % nb
+            it[0] += 1
+            model(xs[i])
 
-    model.train()
-    t_train = timed_steps(train_step, a.warmup, a.steps, sync)
-    model.eval()
-    with torch.no_grad():
-        t_infer = timed_steps(infer_step, a.warmup, a.steps, sync)
+        model.train()
+        t_train = timed_steps(train_step, a.warmup, a.steps, sync)
+        model.eval()
+        with torch.no_grad():
+            t_infer = timed_steps(infer_step, a.warmup, a.steps, sync)
 
-    med_train = statistics.median(t_train)
-    med_infer = statistics.median(t_infer)
-    res = {
-        "framework": tt.framework(),
-        "device": device,
-        "config": a.config,
-        "batch_size": batch,
-        "threads": torch.get_num_threads(),
-        "train_images_per_second": round(batch / med_train, 1),
-        "infer_images_per_second": round(batch / med_infer, 1),
-        "train_ms_per_step": round(med_train * 1e3, 3),
-    }
-    if a.json:
-        print(json.dumps(res))
-    else:
-        name = cfg.get("name") or os.path.basename(a.config)
-        dev = device if device == "cpu" else f"cuda ({torch.cuda.get_device_name()})"
-        print(f"{res['framework']} {name} on {dev}, {res['threads']} threads, batch {batch}"
-              f"{', channels_last' if fmt is torch.channels_last else ''}: "
-              f"train {res['train_images_per_second']:.0f} img/s "
-              f"({res['train_ms_per_step']:.2f} ms/step median of {a.steps}, "
-              f"min {min(t_train) * 1e3:.2f}, max {max(t_train) * 1e3:.2f}), "
-              f"infer {res['infer_images_per_second']:.0f} img/s "
-              f"({med_infer * 1e3:.2f} ms/step)")
+        med_train = statistics.median(t_train)
+        med_infer = statistics.median(t_infer)
+        res = {
+            "framework": tt.framework(),
+            "device": device,
+            "config": a.config,
+            "batch_size": batch,
+            "threads": torch.get_num_threads(),
+            "train_images_per_second": round(batch / med_train, 1),
+            "infer_images_per_second": round(batch / med_infer, 1),
+            "train_ms_per_step": round(med_train * 1e3, 3),
+        }
+        if a.json:
+            print(json.dumps(res))
+        else:
+            name = cfg.get("name") or os.path.basename(a.config)
+            dev = device if device == "cpu" else f"cuda ({torch.cuda.get_device_name()})"
+            print(f"{res['framework']} {name} on {dev}, {res['threads']} threads, batch {batch}"
+                  f"{', channels_last' if fmt is torch.channels_last else ''}: "
+                  f"train {res['train_images_per_second']:.0f} img/s "
+                  f"({res['train_ms_per_step']:.2f} ms/step median of {a.steps}, "
+                  f"min {min(t_train) * 1e3:.2f}, max {max(t_train) * 1e3:.2f}), "
+                  f"infer {res['infer_images_per_second']:.0f} img/s "
+                  f"({med_infer * 1e3:.2f} ms/step)")
 
 
 if __name__ == "__main__":
