@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -427,6 +428,38 @@ void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
   fmt::print("plot written to {}\n", path);
 }
 
+// The input pipeline on its own: decoding the configured data set, then cutting normalised
+// batches from it, so a user sees whether data or compute bounds training.
+void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
+                          double fastest_train) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  try {
+    auto t0 = Clock::now();
+    DataSplits data = load_data(config.data, config.input, static_cast<int>(classes));
+    const double decode = since(t0);
+    Batcher src(data.train, batch, config.train.shuffle, config.train.seed, config.data.mean,
+                config.data.std, config.train.drop_last);
+    std::vector<float> images(static_cast<size_t>(batch * config.input.numel()));
+    std::vector<int32_t> labels(static_cast<size_t>(batch));
+    int64_t done = 0;
+    auto t1 = Clock::now();
+    for (int64_t epoch = 0; done == 0 || since(t1) < 0.3; ++epoch) {
+      src.start_epoch(epoch);
+      for (int64_t b = 0; b < src.batches_per_epoch(); ++b) done += src.fill(b, images.data(), labels.data());
+    }
+    const double ips = static_cast<double>(done) / since(t1);
+    const double ratio = ips / std::max(1.0, fastest_train);
+    fmt::print("Input pipeline ({}): {} train samples decoded in {}; batches of {} cut and "
+               "normalised at {} images/s, {}x the fastest training row: {}\n",
+               config.data.format, format_count(data.train.size()), format_duration(decode), batch,
+               format_count(ips), ratio < 100 ? fmt::format("{:.1f}", ratio) : format_count(ratio),
+               ips > fastest_train ? "compute bounds training, not data" : "data bounds training");
+  } catch (const DataError& e) {
+    fmt::print("Input pipeline: not measured: {}\n", e.cause());
+  }
+}
+
 }  // namespace
 
 int run_bench(const RunRequest& r) {
@@ -523,6 +556,11 @@ int run_bench(const RunRequest& r) {
   fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
              rows.front().device.label);
   for (const std::string& n : notes) fmt::print("  note: {}\n", n);
+  double fastest = 0;
+  for (const BenchRow& row : rows)
+    if (row.ran()) fastest = std::max(fastest, row.b.train_images_per_second);
+  print_input_pipeline(config, model.classes(), *std::max_element(batches.begin(), batches.end()),
+                       fastest);
   if (!r.plot_path.empty()) plot_bench(r.plot_path, rows, config.name);
   return exit_status(ran, rows.size());
 }

@@ -120,6 +120,14 @@ TEST(SideBySide, BenchPerLayerAndPlacementNameEveryLayer) {
   EXPECT_NE(r.out.find("dnnl_sgemm"), std::string::npos) << r.out;
 }
 
+TEST(SideBySide, BenchReportsTheInputPipelineOnItsOwn) {
+  auto r = run_trainer("bench --config " + small_config() + " --device cpu --batch-size 8 --steps 2 --warmup 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("Input pipeline (synthetic): 256 train samples decoded in"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the fastest training row"), std::string::npos) << r.out;
+}
+
 #ifdef TANDEM_WITH_PLPLOT
 // Decodes a PNG and checks its size, that it is not blank, and that series colours appear.
 void expect_plot(const std::string& path, int series) {
