@@ -59,7 +59,16 @@ int64_t Batcher::batches_per_epoch() const {
   return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
 }
 
+void Batcher::set_augment(const AugmentConfig& augment) {
+  if (augment.any() && data_.sample_shape.rank() != 3)
+    throw DataError("augmentation needs image samples of shape [C, H, W]; " + data_.name +
+                        " has " + data_.sample_shape.str(),
+                    "remove data.augment, or use an image data set");
+  augment_ = augment;
+}
+
 void Batcher::start_epoch(int64_t epoch) {
+  epoch_ = epoch;
   const int64_t n = data_.size();
   order_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) order_[i] = i;
@@ -87,6 +96,10 @@ int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
   const uint8_t* src = data_.images.data();
   const float* scale = scale_.data();
   const float* shift = shift_.data();
+  if (augment_.any()) {
+    fill_augmented(first, n, images, labels);
+    return n;
+  }
 #pragma omp parallel for schedule(static) if (n * numel > (1 << 16))
   for (int64_t k = 0; k < n; ++k) {
     const int64_t s = order_[first + k];
@@ -100,6 +113,39 @@ int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
     }
   }
   return n;
+}
+
+// Output pixel (y, x) of sample k is input pixel (y + dy - pad, x' + dx - pad), x' = x or its
+// mirror, or a zero pixel where that falls outside; dy, dx in [0, 2 pad] and the flip come from
+// three Philox words of (seed, stream 2^32 + epoch, 3 * position).
+void Batcher::fill_augmented(int64_t first, int64_t n, float* images, int32_t* labels) const {
+  const Shape& shape = data_.sample_shape;
+  const int64_t c = shape[0], h = shape[1], w = shape[2], pad = augment_.crop_padding;
+  const uint64_t stream = (1ull << 32) + static_cast<uint64_t>(epoch_);
+#pragma omp parallel for schedule(static) if (n * shape.numel() > (1 << 16))
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t s = order_[first + k];
+    labels[k] = data_.labels[s];
+    const uint64_t at = 3 * static_cast<uint64_t>(first + k);
+    const int64_t span = 2 * pad + 1;
+    const int64_t dy = pad ? philox_word(seed_, stream, at) % span - pad : 0;
+    const int64_t dx = pad ? philox_word(seed_, stream, at + 1) % span - pad : 0;
+    const bool flip = augment_.flip && (philox_word(seed_, stream, at + 2) & 1);
+    const uint8_t* in = data_.images.data() + s * shape.numel();
+    float* out = images + k * shape.numel();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float a = scale_[ch], o = shift_[ch];
+      for (int64_t y = 0; y < h; ++y) {
+        const int64_t sy = y + dy;
+        for (int64_t x = 0; x < w; ++x) {
+          const int64_t sx = (flip ? w - 1 - x : x) + dx;
+          const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
+          const float v = inside ? static_cast<float>(in[(ch * h + sy) * w + sx]) : 0.f;
+          out[(ch * h + y) * w + x] = v * a + o;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace tandem

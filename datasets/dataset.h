@@ -44,6 +44,9 @@ class Batcher : public BatchSource {
   void start_epoch(int64_t epoch) override;
   // Fills batch b of the current epoch: images (n*C*H*W floats) and labels (n); returns n.
   int64_t fill(int64_t b, float* images, int32_t* labels) const override;
+  // Augments every sample from now on (a training split): crop offsets and flips drawn from
+  // (seed, epoch, position in the epoch). Samples must be (C,H,W).
+  void set_augment(const AugmentConfig& augment);
 
  private:
   const Dataset& data_;
@@ -52,7 +55,11 @@ class Batcher : public BatchSource {
   uint64_t seed_;
   std::vector<float> scale_, shift_;  // per channel: x * scale + shift == (x/255 - mean) / std
   bool drop_last_;
+  void fill_augmented(int64_t first, int64_t n, float* images, int32_t* labels) const;
+
   std::vector<int64_t> order_;
+  int64_t epoch_ = 0;
+  AugmentConfig augment_;
 };
 
 }  // namespace tandem

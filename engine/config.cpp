@@ -314,6 +314,18 @@ Config parse(const YAML::Node& root, const std::string& file) {
     c.data.std.push_back(static_cast<float>(s));
   }
   norm.finish();
+  ConfigMap aug = data.map("augment");
+  const int64_t pad = aug.get_int("crop_padding", 0);
+  if (pad < 0) aug.fail("crop_padding", "expected 0 (off) or a positive number of pixels");
+  if (pad > 0 && c.input.rank() != 3)
+    aug.fail("crop_padding", "a random crop needs image input of shape [C, H, W], not " + c.input.str());
+  if (pad > 0 && (pad >= c.input[1] || pad >= c.input[2]))
+    aug.fail("crop_padding", "expected less than the image height and width (" + c.input.str() + ")");
+  c.data.augment.crop_padding = static_cast<int>(pad);
+  c.data.augment.flip = aug.get_bool("flip", false);
+  if (c.data.augment.flip && c.input.rank() != 3)
+    aug.fail("flip", "a horizontal flip needs image input of shape [C, H, W], not " + c.input.str());
+  aug.finish();
   std::vector<int64_t> dshape = data.get_ints("shape", {});
   c.data.shape = dshape.empty() ? c.input : Shape(dshape);
   c.data.classes = static_cast<int>(data.get_int("classes", 10));

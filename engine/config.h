@@ -63,10 +63,19 @@ struct LayerSpec {
   ConfigMap args;    // the layer's keys (empty for "- relu")
 };
 
+// Training-set augmentation, drawn from the engine's RNG (seed, epoch, position): reproducible
+// and the same on every device.
+struct AugmentConfig {
+  int crop_padding = 0;  // random crop of the input size from the image padded by this (0: off)
+  bool flip = false;     // horizontal flip with probability 1/2
+  bool any() const { return crop_padding > 0 || flip; }
+};
+
 struct DataConfig {
   std::string format = "synthetic";  // mnist | cifar10 | image_folder | synthetic
   std::string train_path, test_path; // resolved folders (mnist, cifar10, image_folder)
   std::vector<float> mean, std;      // per channel, on [0,1] pixel values; empty: 0 and 1
+  AugmentConfig augment;             // training split only
   Shape shape;                       // synthetic: sample shape (defaults to the model input)
   int classes = 10;                  // synthetic
   int64_t train_size = 1024, test_size = 256;  // synthetic

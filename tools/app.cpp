@@ -278,6 +278,14 @@ int run_train(const RunRequest& r) {
     fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
                format_count(data.train.size()), format_count(data.test.size()),
                data.train.sample_shape.str(), model.classes());
+    if (config.data.augment.any())
+      fmt::print("       augmented (train): {}{}\n",
+                 config.data.augment.crop_padding
+                     ? fmt::format("random crop, padding {}", config.data.augment.crop_padding)
+                     : "",
+                 config.data.augment.flip
+                     ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
+                     : "");
     fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
@@ -303,6 +311,7 @@ int run_train(const RunRequest& r) {
       graph.allocate(*backend, c.train.batch_size, c.train.seed);
       Batcher train_src(data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
                         c.data.std, c.train.drop_last);
+      train_src.set_augment(c.data.augment);
       Batcher test_src(data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
       TrainOptions options;
       options.device_label = run.device.label;
