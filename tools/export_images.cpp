@@ -36,7 +36,6 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
   const Shape& s = d.sample_shape;
   const int c = static_cast<int>(s[0]), h = static_cast<int>(s[1]), w = static_cast<int>(s[2]);
   const std::vector<std::string> folders = class_folders(d.class_names);
-  for (const std::string& f : folders) fs::create_directories(fs::path(dir) / f);
   const size_t width = std::max<size_t>(5, std::to_string(d.size()).size());
   const size_t numel = static_cast<size_t>(s.numel());
   std::vector<int64_t> per_class(folders.size(), 0);
@@ -49,6 +48,8 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
     // The engine holds planes (CHW); PNG rows interleave the channels (HWC).
     for (int k = 0; k < c; ++k)
       for (int p = 0; p < h * w; ++p) hwc[static_cast<size_t>(p) * c + k] = chw[k * h * w + p];
+    // A class folder only where the split has samples of it: an empty one would not read back.
+    if (per_class[label] == 0) fs::create_directories(fs::path(dir) / folders[label]);
     const std::string path =
         (fs::path(dir) / folders[label] / fmt::format("{:0{}}.png", i, width)).string();
     if (!stbi_write_png(path.c_str(), w, h, c, hwc.data(), w * c))
