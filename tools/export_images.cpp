@@ -68,6 +68,10 @@ int run_export_images(const RunRequest& r) {
     throw UsageError("export-images needs --out DIR", "e.g. trainer export-images --config "
                                                       "configs/lenet.yaml --out my-images");
   if (r.limit_per_class < 0 || r.test_limit_per_class < 0) throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
+  std::error_code ec;
+  if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
+    throw UsageError("the output folder '" + r.out_dir + "' is not empty",
+                     "give --out a new folder, or remove the old one first");
   const Config config = load_config_with_overrides(r);
   // Labels are written as they are: the model's class count does not matter here.
   const DataSplits data = load_data(config.data, config.input, 0);
@@ -76,10 +80,6 @@ int run_export_images(const RunRequest& r) {
     throw DataError("the " + data.train.name + " samples are " + s.str() +
                         ", not images of 1 to 4 channels (C, H, W)",
                     "set data.shape to [C, H, W] (synthetic data), or export an image data set");
-  std::error_code ec;
-  if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
-    throw UsageError("the output folder '" + r.out_dir + "' is not empty",
-                     "give --out a new folder, or remove the old one first");
   const int64_t train = write_split(data.train, (fs::path(r.out_dir) / "train").string(),
                                     r.limit_per_class);
   const int64_t test = write_split(data.test, (fs::path(r.out_dir) / "test").string(),
