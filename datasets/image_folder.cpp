@@ -1,6 +1,7 @@
-// Image folder reader: one sub-folder per class, PNG, JPEG, BMP, GIF and TGA files through stb_image.
+// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
 #include "datasets/image_folder.h"
 
+#include <spdlog/spdlog.h>
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 
@@ -9,8 +10,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-
-#include <spdlog/spdlog.h>
 
 #include "datasets/file_io.h"
 #include "engine/error.h"
@@ -41,8 +40,10 @@ void list_dir(const std::string& dir, std::vector<std::string>* folders,
     const std::string name = it->path().filename().string();
     if (name.empty() || name[0] == '.') continue;
     std::error_code type_ec;
-    if (folders && it->is_directory(type_ec)) folders->push_back(name);
-    else if (files && it->is_regular_file(type_ec)) files->push_back(name);
+    if (folders && it->is_directory(type_ec))
+      folders->push_back(name);
+    else if (files && it->is_regular_file(type_ec))
+      files->push_back(name);
   }
   if (ec)
     throw DataError("cannot list the folder '" + dir + "': " + ec.message(),
@@ -54,7 +55,8 @@ void list_dir(const std::string& dir, std::vector<std::string>* folders,
 // The bytes of `path`, or "" in *error when the file cannot be read.
 std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
   std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
   if (!in.good() && !in.eof()) *error = "cannot be read";
   return bytes;
 }
@@ -96,7 +98,8 @@ std::string decode(const std::string& path, int c, int h, int w, bool resize, ui
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x)
       for (int k = 0; k < c; ++k)
-        out[(static_cast<size_t>(k) * h + y) * w + x] = src[(static_cast<size_t>(y) * w + x) * c + k];
+        out[(static_cast<size_t>(k) * h + y) * w + x] =
+            src[(static_cast<size_t>(y) * w + x) * c + k];
   stbi_image_free(pixels);
   return "";
 }
@@ -115,10 +118,12 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
                           const std::vector<std::string>& known_classes) {
   if (input_shape.rank() != 3 || input_shape[0] < 1 || input_shape[0] > 4)
-    throw DataError("image folders need a model input of (channels, height, width) with 1 to 4 "
-                    "channels, but the model's input is " + input_shape.str(),
-                    "set the model's input to {shape: [C, H, W]}, e.g. [1, 28, 28] for gray or "
-                    "[3, 32, 32] for RGB images (add a flatten layer before dense layers)");
+    throw DataError(
+        "image folders need a model input of (channels, height, width) with 1 to 4 "
+        "channels, but the model's input is " +
+            input_shape.str(),
+        "set the model's input to {shape: [C, H, W]}, e.g. [1, 28, 28] for gray or "
+        "[3, 32, 32] for RGB images (add a flatten layer before dense layers)");
   data_io::require_folder(folder, "image folder " + what, kLayoutHint);
   const int c = static_cast<int>(input_shape[0]), h = static_cast<int>(input_shape[1]),
             w = static_cast<int>(input_shape[2]);
@@ -126,10 +131,10 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
   std::vector<std::string> class_dirs, loose;
   list_dir(folder, &class_dirs, &loose);
   if (class_dirs.empty())
-    throw DataError("the image folder " + what + " data '" + folder +
-                        "' has no class sub-folders" +
-                        (loose.empty() ? "" : " (it holds " + std::to_string(loose.size()) +
-                                                  " files directly, such as '" + loose[0] + "')"),
+    throw DataError("the image folder " + what + " data '" + folder + "' has no class sub-folders" +
+                        (loose.empty() ? ""
+                                       : " (it holds " + std::to_string(loose.size()) +
+                                             " files directly, such as '" + loose[0] + "')"),
                     kLayoutHint);
   if (!loose.empty())
     spdlog::warn("{}: {} files outside the class sub-folders are not used (such as '{}')", folder,
@@ -145,23 +150,27 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
   std::vector<ClassFiles> found;
   for (const std::string& name : class_dirs) {
     const std::string dir = data_io::join(folder, name);
-    if (!train && std::find(known_classes.begin(), known_classes.end(), name) == known_classes.end())
-      throw DataError("the test class folder '" + dir + "' has no counterpart among the train "
-                      "classes",
+    if (!train &&
+        std::find(known_classes.begin(), known_classes.end(), name) == known_classes.end())
+      throw DataError("the test class folder '" + dir +
+                          "' has no counterpart among the train "
+                          "classes",
                       "give the train and test splits the same class sub-folders");
     std::vector<std::string> files;
     list_dir(dir, nullptr, &files);
     ClassFiles cf{name, {}};
     size_t others = 0;
     for (const std::string& f : files) {
-      if (is_image_file(f)) cf.files.push_back(data_io::join(dir, f));
-      else ++others;
+      if (is_image_file(f))
+        cf.files.push_back(data_io::join(dir, f));
+      else
+        ++others;
     }
     if (cf.files.empty())
-      throw DataError("the class folder '" + dir + "' holds no images" +
-                          (others ? " (only " + std::to_string(others) + " files of other types)"
-                                  : ""),
-                      "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
+      throw DataError(
+          "the class folder '" + dir + "' holds no images" +
+              (others ? " (only " + std::to_string(others) + " files of other types)" : ""),
+          "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
     if (others)
       spdlog::warn("{}: {} files that are not PNG, JPEG, BMP, GIF or TGA images are not used", dir,
                    others);
@@ -203,8 +212,8 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
       if (!corrupt)
         throw DataError("the image '" + paths[i] + "' " + why + " and data.resize is false",
                         "set data.resize: true (the default) to resize images to the model's "
-                        "input, or resize the image files to " + std::to_string(w) + "x" +
-                            std::to_string(h));
+                        "input, or resize the image files to " +
+                            std::to_string(w) + "x" + std::to_string(h));
       if (!options.skip_bad)
         throw DataError("the image '" + paths[i] + "' " + why,
                         "replace or remove the file, or set data.skip_bad: true to leave out the "
@@ -214,8 +223,7 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
       ++d.skipped;
       continue;
     }
-    if (kept != i)
-      std::copy_n(d.images.data() + i * numel, numel, d.images.data() + kept * numel);
+    if (kept != i) std::copy_n(d.images.data() + i * numel, numel, d.images.data() + kept * numel);
     labels[kept++] = labels[i];
   }
   d.images.resize(static_cast<size_t>(kept) * numel);

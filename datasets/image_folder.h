@@ -1,4 +1,4 @@
-// Image folder reader: one sub-folder per class, PNG, JPEG, BMP, GIF and TGA files through stb_image.
+// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
 #pragma once
 
 #include <string>

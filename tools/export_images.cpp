@@ -1,10 +1,9 @@
 // trainer export-images: writes the config's data set as an image folder of PNG files.
+#include <fmt/format.h>
 #include <stb/stb_image_write.h>
 
 #include <algorithm>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "datasets/dataset.h"
 #include "engine/error.h"
@@ -53,8 +52,8 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
     const std::string path =
         (fs::path(dir) / folders[label] / fmt::format("{:0{}}.png", i, width)).string();
     if (!stbi_write_png(path.c_str(), w, h, c, hwc.data(), w * c))
-      throw DataError("cannot write '" + path + "'", "check that the folder is writable and the "
-                                                     "disk is not full");
+      throw DataError("cannot write '" + path + "'",
+                      "check that the folder is writable and the disk is not full");
     ++per_class[label];
     ++written;
   }
@@ -65,9 +64,10 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
 
 int run_export_images(const RunRequest& r) {
   if (r.out_dir.empty())
-    throw UsageError("export-images needs --out DIR", "e.g. trainer export-images --config "
-                                                      "configs/lenet.yaml --out my-images");
-  if (r.limit_per_class < 0 || r.test_limit_per_class < 0) throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
+    throw UsageError("export-images needs --out DIR",
+                     "e.g. trainer export-images --config configs/lenet.yaml --out my-images");
+  if (r.limit_per_class < 0 || r.test_limit_per_class < 0)
+    throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
   std::error_code ec;
   if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
     throw UsageError("the output folder '" + r.out_dir + "' is not empty",
@@ -80,10 +80,10 @@ int run_export_images(const RunRequest& r) {
     throw DataError("the " + data.train.name + " samples are " + s.str() +
                         ", not images of 1 to 4 channels (C, H, W)",
                     "set data.shape to [C, H, W] (synthetic data), or export an image data set");
-  const int64_t train = write_split(data.train, (fs::path(r.out_dir) / "train").string(),
-                                    r.limit_per_class);
-  const int64_t test = write_split(data.test, (fs::path(r.out_dir) / "test").string(),
-                                   r.test_limit_per_class);
+  const int64_t train =
+      write_split(data.train, (fs::path(r.out_dir) / "train").string(), r.limit_per_class);
+  const int64_t test =
+      write_split(data.test, (fs::path(r.out_dir) / "test").string(), r.test_limit_per_class);
   fmt::print("wrote {} train and {} test images of {} ({} classes) to {}/train and {}/test\n",
              train, test, s.str(), data.train.class_names.size(), r.out_dir, r.out_dir);
   return 0;

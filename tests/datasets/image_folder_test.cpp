@@ -260,8 +260,9 @@ std::vector<int64_t> by_class(const Dataset& d) {
 
 void expect_round_trip(const std::string& data_yaml, const std::string& shape, int classes) {
   ScratchDir dir;
-  const std::string yaml = "input: {shape: " + shape + "}\nlayers: [flatten, {dense: {units: " +
-                           std::to_string(classes) + "}}]\ndata: " + data_yaml + "\n";
+  const std::string yaml = "input: {shape: " + shape +
+                           "}\nlayers: [flatten, {dense: {units: " + std::to_string(classes) +
+                           "}}]\ndata: " + data_yaml + "\n";
   write_file(dir.file("source.yaml"), std::vector<uint8_t>(yaml.begin(), yaml.end()));
   RunRequest r;
   r.config_path = dir.file("source.yaml");
@@ -335,7 +336,8 @@ std::vector<uint8_t> mutate(std::vector<uint8_t> b, std::mt19937_64& rng) {
   const int kind = static_cast<int>(rng() % 4);
   if ((kind == 0 || kind == 3) && !b.empty()) b.resize(rng() % b.size());
   if ((kind == 1 || kind == 3) && !b.empty())
-    for (int k = 1 + static_cast<int>(rng() % 8); k > 0; --k) b[rng() % b.size()] ^= 1 << (rng() % 8);
+    for (int k = 1 + static_cast<int>(rng() % 8); k > 0; --k)
+      b[rng() % b.size()] ^= 1 << (rng() % 8);
   if (kind == 2 && !b.empty())
     for (int k = 1 + static_cast<int>(rng() % 4); k > 0; --k)
       b[rng() % b.size()] = static_cast<uint8_t>(rng());
@@ -344,8 +346,8 @@ std::vector<uint8_t> mutate(std::vector<uint8_t> b, std::mt19937_64& rng) {
 
 TEST(ImageFolder, PngJpegBmpTgaAndGifFilesAllLoad) {
   ScratchDir dir;
-  const std::vector<std::string> names = {"digit.png", "rgb.png", "rgb.jpg", "rgb.bmp",
-                                          "digit.tga", "dot.gif"};
+  const std::vector<std::string> names = {"digit.png", "rgb.png",   "rgb.jpg",
+                                          "rgb.bmp",   "digit.tga", "dot.gif"};
   fs::create_directories(dir.file("a"));
   for (const std::string& name : names) write_file(dir.file("a/" + name), corpus(name));
   Dataset d = load(dir.str(), Shape{3, 8, 8});
@@ -353,7 +355,7 @@ TEST(ImageFolder, PngJpegBmpTgaAndGifFilesAllLoad) {
 }
 
 TEST(Corruption, RandomlyDamagedFilesLoadOrThrowADataErrorNeverCrash) {
-  const std::vector<std::string> images = {"digit.png", "rgb.png", "rgb.jpg",
+  const std::vector<std::string> images = {"digit.png", "rgb.png",   "rgb.jpg",
                                            "rgb.bmp",   "digit.tga", "dot.gif"};
   std::map<std::string, std::vector<uint8_t>> seeds;
   for (const std::string& name : images) seeds[name] = corpus(name);
@@ -383,7 +385,8 @@ TEST(Corruption, RandomlyDamagedFilesLoadOrThrowADataErrorNeverCrash) {
         case 1: {  // an IDX pair with one damaged file, plain or gzipped
           const bool images_file = rng() % 2 == 0, gz = rng() % 3 == 0;
           what = images_file ? "IDX images" : "IDX labels";
-          std::string images_name = "train-images-idx3-ubyte", labels_name = "train-labels-idx1-ubyte";
+          std::string images_name = "train-images-idx3-ubyte",
+                      labels_name = "train-labels-idx1-ubyte";
           std::vector<uint8_t> img = seeds[images_name], lab = seeds[labels_name];
           (images_file ? img : lab) = mutate(images_file ? img : lab, rng);
           if (gz) {
