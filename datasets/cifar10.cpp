@@ -78,8 +78,9 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
       int limit = classes > 0 && classes < 10 ? classes : 10;
       if (label >= limit)
         throw DataError(
-            "label " + std::to_string(label) + " of record " + std::to_string(r) + " (byte offset " +
-                std::to_string(r * kRecord) + ") in '" + path + "' is out of range: " +
+            "label " + std::to_string(label) + " of record " + std::to_string(r) +
+                " (byte offset " + std::to_string(r * kRecord) + ") in '" + path +
+                "' is out of range: " +
                 (label >= 10 ? std::string("CIFAR-10 labels are 0..9")
                              : "the model has " + std::to_string(classes) + " classes (labels 0.." +
                                    std::to_string(classes - 1) + ")"),

@@ -94,8 +94,9 @@ std::string skipped_report(const DataSplits& splits) {
     if (!d->skipped) continue;
     out += "Skipped " + std::to_string(d->skipped) + " image" + (d->skipped == 1 ? "" : "s") +
            " of the " + d->name + " data that do not decode (data.skip_bad)" +
-           (d->skipped > static_cast<int64_t>(d->skipped_examples.size()) ? ", the first " +
-                std::to_string(d->skipped_examples.size()) + ":\n" : ":\n");
+           (d->skipped > static_cast<int64_t>(d->skipped_examples.size())
+                ? ", the first " + std::to_string(d->skipped_examples.size()) + ":\n"
+                : ":\n");
     for (const std::string& e : d->skipped_examples) out += "  " + e + "\n";
   }
   return out;

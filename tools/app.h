@@ -1,4 +1,4 @@
-// The trainer's commands (train, bench, devices, export-images) as functions, so tests can run them in-process.
+// The trainer's commands (train, bench, devices) as functions, so tests can run them in-process.
 #pragma once
 
 #include <cstdint>
