@@ -104,8 +104,7 @@ std::string decode(const std::string& path, int c, int h, int w, bool resize, ui
   return "";
 }
 
-}  // namespace
-
+// The file names taken as images: .png .jpg .jpeg .bmp .gif .tga, in any case.
 bool is_image_file(const std::string& name) {
   std::string ext = fs::path(name).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
@@ -113,6 +112,8 @@ bool is_image_file(const std::string& name) {
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif" ||
          ext == ".tga";
 }
+
+}  // namespace
 
 Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,

@@ -25,7 +25,4 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
                           const std::vector<std::string>& known_classes = {});
 
-// True for the file names the reader takes as images: .png .jpg .jpeg .bmp .gif .tga, any case.
-bool is_image_file(const std::string& name);
-
 }  // namespace tandem
