@@ -63,7 +63,9 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
       throw DataError("'" + path + "' holds " + std::to_string(size) + " bytes, not a whole " +
                           "number of 3073-byte CIFAR-10 records (" +
                           std::to_string(size / kRecord) + " records and " +
-                          std::to_string(size % kRecord) + " bytes over)",
+                          std::to_string(size % kRecord) + " bytes over; record " +
+                          std::to_string(size / kRecord) + " is cut short at byte offset " +
+                          std::to_string(size) + ")",
                       std::string("download the file again (it is truncated or not a CIFAR-10 "
                                   "binary batch); ") +
                           kHint);
@@ -76,7 +78,8 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
       int limit = classes > 0 && classes < 10 ? classes : 10;
       if (label >= limit)
         throw DataError(
-            "label " + std::to_string(label) + " of record " + std::to_string(r) + " in '" + path +
+            "label " + std::to_string(label) + " of record " + std::to_string(r) +
+                " (byte offset " + std::to_string(r * kRecord) + ") in '" + path +
                 "' is out of range: " +
                 (label >= 10 ? std::string("CIFAR-10 labels are 0..9")
                              : "the model has " + std::to_string(classes) + " classes (labels 0.." +

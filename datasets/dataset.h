@@ -18,6 +18,8 @@ struct Dataset {
   std::vector<std::string> class_names;  // "0".."9" where the format has no names
   std::vector<uint8_t> images;           // size() * sample_shape.numel() bytes, NCHW
   std::vector<int32_t> labels;           // size() entries in [0, classes)
+  int64_t skipped = 0;                   // images left out with data.skip_bad
+  std::vector<std::string> skipped_examples;  // the first ten of them: "path: why"
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
@@ -28,9 +30,16 @@ struct DataSplits {
 // Loads both splits of the configured data set and checks them against the model's input shape
 // (C,H,W) and class count. Throws DataError naming the file (and record) on any problem.
 // A flat model input (C*H*W) also accepts (C,H,W) samples: the batches hold the same floats.
-// format: mnist, cifar10, synthetic (image_folder is not supported yet); test_path empty: the test
-// split is read from train_path. classes <= 0 skips the label check.
+// format: mnist, cifar10, image_folder, synthetic; test_path empty: the test split is read from
+// train_path (mnist, cifar10). classes <= 0 skips the label check.
 DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes);
+
+// The start-up line that maps labels to class names ("Labels 0=cat, 1=dog\n"), or "" when the
+// names are the labels themselves ("0", "1", ...).
+std::string class_mapping(const Dataset& data);
+// What skip_bad left out of each split: a count, then the first ten files with the reason; ""
+// when nothing was skipped.
+std::string skipped_report(const DataSplits& splits);
 
 // Cuts a data set into batches of normalised fp32 samples, in an order shuffled per epoch from
 // the seed: the same seed gives the same batches on every device.

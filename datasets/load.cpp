@@ -3,6 +3,7 @@
 
 #include "datasets/cifar10.h"
 #include "datasets/dataset.h"
+#include "datasets/image_folder.h"
 #include "datasets/mnist.h"
 #include "datasets/synthetic.h"
 #include "engine/error.h"
@@ -61,16 +62,44 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
       s.test = load_cifar10(test, false, classes);
     }
   } else if (config.format == "image_folder") {
-    throw DataError("data format image_folder is not supported yet" + at(config),
-                    "convert the images to the MNIST IDX or CIFAR-10 binary layout, or use "
-                    "format: synthetic");
+    const ImageFolderOptions options{config.resize, config.skip_bad};
+    s.train = load_image_folder(config.train_path, "train", input_shape, classes, options);
+    s.test = load_image_folder(config.test_path, "test", input_shape, classes, options,
+                               s.train.class_names);
   } else {
     throw DataError("unknown data format '" + config.format + "'" + at(config),
                     "use one of: mnist, cifar10, image_folder, synthetic");
   }
+  if (s.train.size() == 0)
+    throw DataError("the " + s.train.name + " data holds no samples",
+                    "point data.path (or data.train) at a data set with training samples");
   check_against_model(s.train, config, input_shape, classes);
   check_against_model(s.test, config, input_shape, classes);
   return s;
+}
+
+std::string class_mapping(const Dataset& data) {
+  std::string line;
+  bool named = false;
+  for (size_t i = 0; i < data.class_names.size(); ++i) {
+    named = named || data.class_names[i] != std::to_string(i);
+    line += (i ? ", " : "") + std::to_string(i) + "=" + data.class_names[i];
+  }
+  return named ? "Labels " + line + "\n" : "";
+}
+
+std::string skipped_report(const DataSplits& splits) {
+  std::string out;
+  for (const Dataset* d : {&splits.train, &splits.test}) {
+    if (!d->skipped) continue;
+    out += "Skipped " + std::to_string(d->skipped) + " image" + (d->skipped == 1 ? "" : "s") +
+           " of the " + d->name + " data that do not decode (data.skip_bad)" +
+           (d->skipped > static_cast<int64_t>(d->skipped_examples.size())
+                ? ", the first " + std::to_string(d->skipped_examples.size()) + ":\n"
+                : ":\n");
+    for (const std::string& e : d->skipped_examples) out += "  " + e + "\n";
+  }
+  return out;
 }
 
 }  // namespace tandem

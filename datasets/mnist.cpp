@@ -51,14 +51,17 @@ std::string magic_str(uint32_t m) {
   return buf;
 }
 
-// Throws unless `bytes` holds exactly header + payload bytes.
-void check_length(const std::string& path, size_t actual, uint64_t expected,
-                  const std::string& desc) {
+// Throws unless `bytes` holds exactly header + payload bytes; a truncated file is reported with
+// the record it ends in (records of `record` bytes after a `header`-byte header).
+void check_length(const std::string& path, size_t actual, uint64_t expected, uint64_t header,
+                  uint64_t record, const std::string& desc) {
   if (actual == expected) return;
   if (actual < expected)
     throw DataError("'" + path + "' is truncated: its header announces " + desc + ", " +
                         std::to_string(expected) + " bytes, but it holds " +
-                        std::to_string(actual) + " bytes",
+                        std::to_string(actual) + " bytes; it ends at byte offset " +
+                        std::to_string(actual) + ", in record " +
+                        std::to_string((actual - header) / record),
                     kRedownload);
   throw DataError("'" + path + "' is longer than its header says: " + desc + " make " +
                       std::to_string(expected) + " bytes, but it holds " + std::to_string(actual) +
@@ -97,7 +100,7 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
                     kRedownload);
   uint64_t pixels = uint64_t{rows} * cols;
   check_length(
-      images_path, img.size(), 16 + uint64_t{count} * pixels,
+      images_path, img.size(), 16 + uint64_t{count} * pixels, 16, pixels,
       std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols));
 
   Shape shape{1, rows, cols};
@@ -124,7 +127,7 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
                         (magic == kImagesMagic ? "; it looks like an images file" : ""),
                     kHint);
   uint32_t label_count = data_io::read_be32(lab.data() + 4);
-  check_length(labels_path, lab.size(), 8 + uint64_t{label_count},
+  check_length(labels_path, lab.size(), 8 + uint64_t{label_count}, 8, 1,
                std::to_string(label_count) + " labels");
   if (label_count != count)
     throw DataError("the MNIST " + what + " files disagree: '" + images_path + "' holds " +
@@ -141,7 +144,8 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
     int label = lab[8 + i];
     if (classes > 0 && label >= classes)
       throw DataError("label " + std::to_string(label) + " of record " + std::to_string(i) +
-                          " in '" + labels_path + "' is out of range: the model has " +
+                          " (byte offset " + std::to_string(8 + uint64_t{i}) + ") in '" +
+                          labels_path + "' is out of range: the model has " +
                           std::to_string(classes) + " classes (labels 0.." +
                           std::to_string(classes - 1) + ")",
                       "give the last dense layer as many units as the data set has classes, or "

@@ -300,13 +300,22 @@ Config parse(const YAML::Node& root, const std::string& file) {
   ConfigMap data = top.map("data");
   c.data.where = data.where();
   c.data.format = data.get_choice("format", "synthetic", {"mnist", "cifar10", "image_folder", "synthetic"});
-  std::string path = resolve_path(data.get_string("path", ""), file);
+  DataConfig folders;
+  folders.format = c.data.format;
+  set_data_path(folders, resolve_path(data.get_string("path", ""), file));
   c.data.train_path = resolve_path(data.get_string("train", ""), file);
   c.data.test_path = resolve_path(data.get_string("test", ""), file);
-  if (c.data.train_path.empty()) c.data.train_path = path;
-  if (c.data.test_path.empty()) c.data.test_path = path;
+  if (c.data.train_path.empty()) c.data.train_path = folders.train_path;
+  if (c.data.test_path.empty()) c.data.test_path = folders.test_path;
   if (c.data.format != "synthetic" && c.data.train_path.empty())
     data.fail("", "data.path (or data.train and data.test) is required for format " + c.data.format);
+  if (c.data.format == "image_folder" && c.data.test_path.empty())
+    data.fail("", "format image_folder needs data.test (or data.path holding train/ and test/)");
+  for (const char* key : {"resize", "skip_bad"})
+    if (data.has(key) && c.data.format != "image_folder")
+      data.fail(key, "applies to format image_folder only, not " + c.data.format);
+  c.data.resize = data.get_bool("resize", true);
+  c.data.skip_bad = data.get_bool("skip_bad", false);
   ConfigMap norm = data.map("normalize");
   for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
   for (double s : norm.get_doubles("std", {})) {
@@ -402,6 +411,12 @@ Config parse(const YAML::Node& root, const std::string& file) {
 }
 
 }  // namespace
+
+void set_data_path(DataConfig& data, const std::string& folder) {
+  const bool split = data.format == "image_folder" && !folder.empty();
+  data.train_path = split ? (fs::path(folder) / "train").string() : folder;
+  data.test_path = split ? (fs::path(folder) / "test").string() : folder;
+}
 
 Config parse_config(const std::string& text, const std::string& file) {
   YAML::Node root;

@@ -80,6 +80,8 @@ struct DataConfig {
   int classes = 10;                  // synthetic
   int64_t train_size = 1024, test_size = 256;  // synthetic
   uint64_t seed = 0;                 // synthetic
+  bool resize = true;                // image_folder: resize images to the model's input
+  bool skip_bad = false;             // image_folder: leave out images that do not decode
   std::string where;                 // "file:line:col" of the data section, for messages
 };
 
@@ -121,6 +123,10 @@ struct Config {
   std::string precision = "fp32";  // fp32 | tf32
   int64_t gpu_workspace_mb = 256;
 };
+
+// Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
+// sub-folders, for the other formats at the folder itself.
+void set_data_path(DataConfig& data, const std::string& folder);
 
 // Reads and validates a config file; throws ConfigError ("file:line:col: ...") on any problem.
 Config load_config(const std::string& path);

@@ -73,7 +73,7 @@ Config load_config_with_overrides(const RunRequest& r) {
     if (*r.threads < 1) throw UsageError("--threads must be at least 1");
     c.train.threads = *r.threads;
   }
-  if (r.data) c.data.train_path = c.data.test_path = *r.data;
+  if (r.data) set_data_path(c.data, *r.data);
   return c;
 }
 
@@ -286,12 +286,14 @@ int run_train(const RunRequest& r) {
                  config.data.augment.flip
                      ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
                      : "");
+    fmt::print("{}", class_mapping(data.train));
     fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
                config.loss, config.train.seed);
     std::fflush(stdout);
   }
+  fmt::print("{}", skipped_report(data));
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
   std::unique_ptr<MetricsWriter> metrics;
   if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path);

@@ -31,6 +31,9 @@ struct RunRequest {
   int steps = 20, warmup = 5;
   bool json = false;
   bool per_layer = false;
+  // export-images
+  std::string out_dir;
+  int64_t limit_per_class = 0, test_limit_per_class = 0;  // per split; 0: every sample
 };
 
 // A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.
@@ -48,5 +51,6 @@ BackendOptions backend_options(const Config& config, const DeviceSpec& device);
 int run_train(const RunRequest& request);
 int run_bench(const RunRequest& request);
 int run_devices(const RunRequest& request);
+int run_export_images(const RunRequest& request);  // tools/export_images.cpp
 
 }  // namespace tandem

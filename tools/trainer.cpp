@@ -18,6 +18,8 @@ usage:
   trainer --config FILE [--device LIST] [flags]        train and evaluate
   trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
   trainer devices                                      what this machine has
+  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
+                                                       write the data set as PNG image folders
   trainer --help | --version
 
 devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them
@@ -86,7 +88,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string command = "train";
   size_t i = 0;
-  if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train")) {
+  if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train" ||
+                        args[0] == "export-images")) {
     command = args[0];
     i = 1;
   }
@@ -145,6 +148,13 @@ int run(int argc, char** argv) {
       r.warmup = parse_int(a, value());
     } else if (command == "bench" && a == "--json") {
       r.json = true;
+    } else if (command == "export-images" && a == "--out") {
+      r.out_dir = value();
+    } else if (command == "export-images" && a == "--limit-per-class") {
+      const std::vector<std::string> n = split(value(), ',');
+      if (n.size() > 2) throw tandem::UsageError(a + " expects N or TRAIN,TEST, e.g. 30,10");
+      r.limit_per_class = parse_int(a, n[0]);
+      r.test_limit_per_class = n.size() == 2 ? parse_int(a, n[1]) : r.limit_per_class;
     } else {
       throw tandem::UsageError("unknown argument '" + a + "'", "see trainer --help");
     }
@@ -152,6 +162,7 @@ int run(int argc, char** argv) {
   tandem::register_everything();
   if (command == "devices") return tandem::run_devices(r);
   if (command == "bench") return tandem::run_bench(r);
+  if (command == "export-images") return tandem::run_export_images(r);
   return tandem::run_train(r);
 }
 

@@ -47,6 +47,18 @@ TEST(Cifar10, TruncatedBatchNamesTheFileAndRecordCount) {
   std::string msg = data_error([&] { load_cifar10(dir.str(), true, 10); });
   EXPECT_TRUE(contains(msg, "data_batch_4.bin")) << msg;
   EXPECT_TRUE(contains(msg, "2 records and 1000 bytes over")) << msg;
+  EXPECT_TRUE(contains(msg, "record 2 is cut short at byte offset 7146")) << msg;
+}
+
+TEST(Cifar10, LabelOutOfRangeNamesTheRecordOffsetAndFile) {
+  ScratchDir dir;
+  write_cifar(dir);
+  std::vector<uint8_t> bytes = cifar_records(2);
+  bytes[3073] = 12;
+  write_file(dir.file("test_batch.bin"), bytes);
+  std::string msg = data_error([&] { load_cifar10(dir.str(), false, 10); });
+  EXPECT_TRUE(contains(msg, "label 12 of record 1 (byte offset 3073)")) << msg;
+  EXPECT_TRUE(contains(msg, "test_batch.bin")) << msg;
 }
 
 TEST(Cifar10, MissingBatchesAreNamed) {

@@ -82,14 +82,6 @@ TEST(LoadData, CifarForAnMnistSizedModelNamesBothShapes) {
   EXPECT_TRUE(contains(msg, "[1, 28, 28]")) << msg;
 }
 
-TEST(LoadData, ImageFolderIsNotSupportedYet) {
-  DataConfig c;
-  c.format = "image_folder";
-  c.train_path = "/tmp";
-  std::string msg = data_error([&] { load_data(c, Shape{3, 32, 32}, 10); });
-  EXPECT_TRUE(contains(msg, "image_folder is not supported yet")) << msg;
-}
-
 TEST(LoadData, MnistWithoutAPathSaysSo) {
   DataConfig c;
   c.format = "mnist";

@@ -103,6 +103,7 @@ TEST(Mnist, TruncatedImagesFileGivesExpectedAndActualBytes) {
   EXPECT_TRUE(contains(msg, "truncated")) << msg;
   EXPECT_TRUE(contains(msg, "160 bytes")) << msg;
   EXPECT_TRUE(contains(msg, "100 bytes")) << msg;
+  EXPECT_TRUE(contains(msg, "byte offset 100, in record 7")) << msg;  // (100 - 16) / 12
 }
 
 TEST(Mnist, TruncatedGzipStreamIsReportedAsCorrupt) {
@@ -112,6 +113,7 @@ TEST(Mnist, TruncatedGzipStreamIsReportedAsCorrupt) {
   fs::resize_file(path, fs::file_size(path) / 2);
   std::string msg = data_error([&] { load_mnist(dir.str(), true, Shape{1, 4, 3}, 10); });
   EXPECT_TRUE(contains(msg, "train-images-idx3-ubyte.gz")) << msg;
+  EXPECT_TRUE(contains(msg, "decompressed bytes")) << msg;
 }
 
 TEST(Mnist, ImageAndLabelCountMismatchNamesBothFiles) {
@@ -131,7 +133,7 @@ TEST(Mnist, LabelOutOfRangeNamesTheRecordAndFile) {
   labels[7] = 10;
   write_file(dir.file("train-labels-idx1-ubyte"), idx_labels(12, labels));
   std::string msg = data_error([&] { load_mnist(dir.str(), true, Shape{1, 4, 3}, 10); });
-  EXPECT_TRUE(contains(msg, "label 10 of record 7")) << msg;
+  EXPECT_TRUE(contains(msg, "label 10 of record 7 (byte offset 15)")) << msg;
   EXPECT_TRUE(contains(msg, "train-labels-idx1-ubyte")) << msg;
 }
 

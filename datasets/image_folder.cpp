@@ -1,0 +1,246 @@
+// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
+#include "datasets/image_folder.h"
+
+#include <spdlog/spdlog.h>
+#include <stb/stb_image.h>
+#include <stb/stb_image_resize.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "datasets/file_io.h"
+#include "engine/error.h"
+
+namespace tandem {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kSkippedListed = 10;
+
+const char* kLayoutHint =
+    "lay the images out as FOLDER/train/CLASS/IMAGE and FOLDER/test/CLASS/IMAGE (one sub-folder "
+    "per class, PNG, JPEG, BMP, GIF or TGA files) and point data.path at FOLDER";
+
+struct ClassFiles {
+  std::string name;
+  std::vector<std::string> files;  // sorted paths
+};
+
+// Sub-folders (sorted) and regular files (sorted) of `dir`; hidden entries are left out.
+void list_dir(const std::string& dir, std::vector<std::string>* folders,
+              std::vector<std::string>* files) {
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    std::error_code type_ec;
+    if (folders && it->is_directory(type_ec))
+      folders->push_back(name);
+    else if (files && it->is_regular_file(type_ec))
+      files->push_back(name);
+  }
+  if (ec)
+    throw DataError("cannot list the folder '" + dir + "': " + ec.message(),
+                    "check that the folder exists and is readable");
+  if (folders) std::sort(folders->begin(), folders->end());
+  if (files) std::sort(files->begin(), files->end());
+}
+
+// The bytes of `path`, or "" in *error when the file cannot be read.
+std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) *error = "cannot be read";
+  return bytes;
+}
+
+// Decodes one image into `out` (C*H*W bytes, CHW) at the model's shape; returns "" or why not.
+// Errors from the image itself (corrupt, unreadable) start with "decode:" so skip_bad can skip
+// them; a size mismatch with resize off is always an error.
+std::string decode(const std::string& path, int c, int h, int w, bool resize, uint8_t* out) {
+  std::string error;
+  std::vector<uint8_t> bytes = read_bytes(path, &error);
+  if (!error.empty()) return "decode:" + error;
+  if (bytes.empty()) return "decode:is empty";
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return "decode:is larger than 2 GiB";
+  int iw = 0, ih = 0, file_channels = 0;
+  // stb_image converts to `c` channels itself: gray <-> RGB, alpha added (opaque) or dropped.
+  stbi_uc* pixels = stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &iw, &ih,
+                                          &file_channels, c);
+  if (!pixels) {
+    const char* why = stbi_failure_reason();
+    return std::string("decode:does not decode as an image (") + (why ? why : "unknown") + ")";
+  }
+  std::vector<uint8_t> hwc;
+  const uint8_t* src = pixels;
+  if (iw != w || ih != h) {
+    if (!resize) {
+      stbi_image_free(pixels);
+      return "size:is " + std::to_string(iw) + "x" + std::to_string(ih) +
+             " (width x height) but the model's input is " + std::to_string(w) + "x" +
+             std::to_string(h);
+    }
+    hwc.resize(static_cast<size_t>(h) * w * c);
+    if (!stbir_resize_uint8(pixels, iw, ih, 0, hwc.data(), w, h, 0, c)) {
+      stbi_image_free(pixels);
+      return "decode:cannot be resized from " + std::to_string(iw) + "x" + std::to_string(ih);
+    }
+    src = hwc.data();
+  }
+  // stb gives rows of interleaved channels (HWC); the engine wants planes (CHW).
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int k = 0; k < c; ++k)
+        out[(static_cast<size_t>(k) * h + y) * w + x] =
+            src[(static_cast<size_t>(y) * w + x) * c + k];
+  stbi_image_free(pixels);
+  return "";
+}
+
+// The file names taken as images: .png .jpg .jpeg .bmp .gif .tga, in any case.
+bool is_image_file(const std::string& name) {
+  std::string ext = fs::path(name).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif" ||
+         ext == ".tga";
+}
+
+}  // namespace
+
+Dataset load_image_folder(const std::string& folder, const std::string& what,
+                          const Shape& input_shape, int classes, const ImageFolderOptions& options,
+                          const std::vector<std::string>& known_classes) {
+  if (input_shape.rank() != 3 || input_shape[0] < 1 || input_shape[0] > 4)
+    throw DataError(
+        "image folders need a model input of (channels, height, width) with 1 to 4 "
+        "channels, but the model's input is " +
+            input_shape.str(),
+        "set the model's input to {shape: [C, H, W]}, e.g. [1, 28, 28] for gray or "
+        "[3, 32, 32] for RGB images (add a flatten layer before dense layers)");
+  data_io::require_folder(folder, "image folder " + what, kLayoutHint);
+  const int c = static_cast<int>(input_shape[0]), h = static_cast<int>(input_shape[1]),
+            w = static_cast<int>(input_shape[2]);
+
+  std::vector<std::string> class_dirs, loose;
+  list_dir(folder, &class_dirs, &loose);
+  if (class_dirs.empty())
+    throw DataError("the image folder " + what + " data '" + folder + "' has no class sub-folders" +
+                        (loose.empty() ? ""
+                                       : " (it holds " + std::to_string(loose.size()) +
+                                             " files directly, such as '" + loose[0] + "')"),
+                    kLayoutHint);
+  if (!loose.empty())
+    spdlog::warn("{}: {} files outside the class sub-folders are not used (such as '{}')", folder,
+                 loose.size(), loose[0]);
+
+  const bool train = known_classes.empty();
+  if (train && classes > 0 && static_cast<int>(class_dirs.size()) > classes)
+    throw DataError("the image folder '" + folder + "' has " + std::to_string(class_dirs.size()) +
+                        " class sub-folders but the model has " + std::to_string(classes) +
+                        " outputs",
+                    "give the last dense layer " + std::to_string(class_dirs.size()) +
+                        " units, or remove the extra class folders");
+  std::vector<ClassFiles> found;
+  for (const std::string& name : class_dirs) {
+    const std::string dir = data_io::join(folder, name);
+    if (!train &&
+        std::find(known_classes.begin(), known_classes.end(), name) == known_classes.end())
+      throw DataError("the test class folder '" + dir +
+                          "' has no counterpart among the train "
+                          "classes",
+                      "give the train and test splits the same class sub-folders");
+    std::vector<std::string> files;
+    list_dir(dir, nullptr, &files);
+    ClassFiles cf{name, {}};
+    size_t others = 0;
+    for (const std::string& f : files) {
+      if (is_image_file(f))
+        cf.files.push_back(data_io::join(dir, f));
+      else
+        ++others;
+    }
+    if (cf.files.empty())
+      throw DataError(
+          "the class folder '" + dir + "' holds no images" +
+              (others ? " (only " + std::to_string(others) + " files of other types)" : ""),
+          "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
+    if (others)
+      spdlog::warn("{}: {} files that are not PNG, JPEG, BMP, GIF or TGA images are not used", dir,
+                   others);
+    found.push_back(std::move(cf));
+  }
+
+  Dataset d;
+  d.name = "image_folder " + what + " (" + folder + ")";
+  d.sample_shape = input_shape;
+  d.class_names = train ? class_dirs : known_classes;
+  d.classes = static_cast<int>(d.class_names.size());
+  std::vector<std::string> paths;
+  std::vector<int32_t> labels;
+  for (const ClassFiles& cf : found) {
+    const int32_t label = static_cast<int32_t>(
+        std::find(d.class_names.begin(), d.class_names.end(), cf.name) - d.class_names.begin());
+    for (const std::string& p : cf.files) {
+      paths.push_back(p);
+      labels.push_back(label);
+    }
+  }
+
+  // Decoding dominates: one image per iteration, the messages kept per file so that the first
+  // failure reported is the same whatever the thread count.
+  const int64_t n = static_cast<int64_t>(paths.size());
+  const size_t numel = static_cast<size_t>(input_shape.numel());
+  d.images.resize(static_cast<size_t>(n) * numel);
+  std::vector<std::string> errors(static_cast<size_t>(n));
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int64_t i = 0; i < n; ++i)
+    errors[i] = decode(paths[i], c, h, w, options.resize, d.images.data() + i * numel);
+
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string& e = errors[i];
+    if (!e.empty()) {
+      const bool corrupt = e.rfind("decode:", 0) == 0;
+      const std::string why = e.substr(e.find(':') + 1);
+      if (!corrupt)
+        throw DataError("the image '" + paths[i] + "' " + why + " and data.resize is false",
+                        "set data.resize: true (the default) to resize images to the model's "
+                        "input, or resize the image files to " +
+                            std::to_string(w) + "x" + std::to_string(h));
+      if (!options.skip_bad)
+        throw DataError("the image '" + paths[i] + "' " + why,
+                        "replace or remove the file, or set data.skip_bad: true to leave out the "
+                        "images that do not decode");
+      if (d.skipped_examples.size() < kSkippedListed)
+        d.skipped_examples.push_back(paths[i] + ": " + why);
+      ++d.skipped;
+      continue;
+    }
+    if (kept != i) std::copy_n(d.images.data() + i * numel, numel, d.images.data() + kept * numel);
+    labels[kept++] = labels[i];
+  }
+  d.images.resize(static_cast<size_t>(kept) * numel);
+  labels.resize(static_cast<size_t>(kept));
+  // With skip_bad a class can lose every image: it would silently never be learnt.
+  for (const ClassFiles& cf : found) {
+    const int32_t label = static_cast<int32_t>(
+        std::find(d.class_names.begin(), d.class_names.end(), cf.name) - d.class_names.begin());
+    if (std::find(labels.begin(), labels.end(), label) == labels.end())
+      throw DataError("the class folder '" + data_io::join(folder, cf.name) +
+                          "' holds no image that decodes (" + std::to_string(cf.files.size()) +
+                          " skipped)",
+                      "replace the corrupt images or remove the folder");
+  }
+  d.labels = std::move(labels);
+  return d;
+}
+
+}  // namespace tandem

@@ -1,0 +1,28 @@
+// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "datasets/dataset.h"
+
+namespace tandem {
+
+struct ImageFolderOptions {
+  bool resize = true;     // false: an image of another size than the model's input is an error
+  bool skip_bad = false;  // true: images that do not decode are left out and counted
+};
+
+// Reads one split from `folder`: each sub-folder is a class, the classes sorted by name (byte
+// order), the images of a class sorted by file name. Every image is converted to the channel count
+// of `input_shape` (C,H,W), C in 1..4 (gray <-> RGB, alpha added or dropped), and resized to HxW
+// when its size differs. `what` names the split ("train", "test") in messages. `known_classes`
+// empty: the classes are the sub-folders (at most `classes` of them when classes > 0); otherwise
+// (the test split) every sub-folder must be one of them, and the labels index into them.
+// Throws DataError naming the folder or file at fault: missing folder, no class folders, a class
+// without images, an image that does not decode (unless skip_bad), a size mismatch with resize off.
+Dataset load_image_folder(const std::string& folder, const std::string& what,
+                          const Shape& input_shape, int classes, const ImageFolderOptions& options,
+                          const std::vector<std::string>& known_classes = {});
+
+}  // namespace tandem

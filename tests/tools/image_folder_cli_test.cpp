@@ -1,0 +1,46 @@
+// The trainer on image folders as a user meets it: the bundled PNG sample trains, a corrupt image
+// stops the run with its path and exit status 4, export-images refuses a used folder.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/tools/cli_util.h"
+
+namespace tandem::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ImageFolderCli, BundledPngSampleTrainsLeNet) {
+  CliResult r = run_trainer("--config " + source_path("configs/lenet_png.yaml") +
+                            " --epochs 2 --threads 2 --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
+}
+
+TEST(ImageFolderCli, CorruptImageStopsTheRunNamingItWithExitStatusFour) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "tandem_bad_pngs";
+  fs::remove_all(dir);
+  fs::copy(source_path("datasets/mnist-png-sample"), dir, fs::copy_options::recursive);
+  std::ofstream(dir / "test" / "7" / "broken.png") << "not an image";
+  CliResult r = run_trainer("--config " + source_path("configs/lenet_png.yaml") + " --data " +
+                            dir.string() + " --epochs 1 --quiet");
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("error: the image '" + (dir / "test" / "7" / "broken.png").string()),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << "training started: " << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(ImageFolderCli, ExportImagesRefusesAFolderInUse) {
+  CliResult r = run_trainer("export-images --config " + source_path("configs/lenet.yaml") +
+                            " --out " + source_path("datasets/mnist-png-sample"));
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is not empty"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tandem::test

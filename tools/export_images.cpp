@@ -1,0 +1,92 @@
+// trainer export-images: writes the config's data set as an image folder of PNG files.
+#include <fmt/format.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "datasets/dataset.h"
+#include "engine/error.h"
+#include "tools/app.h"
+
+namespace tandem {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Folder names that sort like the labels, so that reading the folder back gives the same labels:
+// the class names themselves when they already sort that way, else "07-name".
+std::vector<std::string> class_folders(const std::vector<std::string>& names) {
+  if (std::is_sorted(names.begin(), names.end()) &&
+      std::adjacent_find(names.begin(), names.end()) == names.end())
+    return names;
+  const size_t width = std::to_string(names.size() - 1).size();
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out.push_back(fmt::format("{:0{}}-{}", i, width, names[i]));
+  return out;
+}
+
+// Writes up to `limit` samples per class (every sample when limit <= 0) as DIR/CLASS/INDEX.png,
+// INDEX the sample's position in the split, zero-padded so that file names sort in that order.
+// Returns the count written.
+int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
+  const Shape& s = d.sample_shape;
+  const int c = static_cast<int>(s[0]), h = static_cast<int>(s[1]), w = static_cast<int>(s[2]);
+  const std::vector<std::string> folders = class_folders(d.class_names);
+  const size_t width = std::max<size_t>(5, std::to_string(d.size()).size());
+  const size_t numel = static_cast<size_t>(s.numel());
+  std::vector<int64_t> per_class(folders.size(), 0);
+  std::vector<uint8_t> hwc(numel);
+  int64_t written = 0;
+  for (int64_t i = 0; i < d.size(); ++i) {
+    const int32_t label = d.labels[i];
+    if (limit > 0 && per_class[label] >= limit) continue;
+    const uint8_t* chw = d.images.data() + i * numel;
+    // The engine holds planes (CHW); PNG rows interleave the channels (HWC).
+    for (int k = 0; k < c; ++k)
+      for (int p = 0; p < h * w; ++p) hwc[static_cast<size_t>(p) * c + k] = chw[k * h * w + p];
+    // A class folder only where the split has samples of it: an empty one would not read back.
+    if (per_class[label] == 0) fs::create_directories(fs::path(dir) / folders[label]);
+    const std::string path =
+        (fs::path(dir) / folders[label] / fmt::format("{:0{}}.png", i, width)).string();
+    if (!stbi_write_png(path.c_str(), w, h, c, hwc.data(), w * c))
+      throw DataError("cannot write '" + path + "'",
+                      "check that the folder is writable and the disk is not full");
+    ++per_class[label];
+    ++written;
+  }
+  return written;
+}
+
+}  // namespace
+
+int run_export_images(const RunRequest& r) {
+  if (r.out_dir.empty())
+    throw UsageError("export-images needs --out DIR",
+                     "e.g. trainer export-images --config configs/lenet.yaml --out my-images");
+  if (r.limit_per_class < 0 || r.test_limit_per_class < 0)
+    throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
+  std::error_code ec;
+  if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
+    throw UsageError("the output folder '" + r.out_dir + "' is not empty",
+                     "give --out a new folder, or remove the old one first");
+  const Config config = load_config_with_overrides(r);
+  // Labels are written as they are: the model's class count does not matter here.
+  const DataSplits data = load_data(config.data, config.input, 0);
+  const Shape& s = data.train.sample_shape;
+  if (s.rank() != 3 || s[0] < 1 || s[0] > 4)
+    throw DataError("the " + data.train.name + " samples are " + s.str() +
+                        ", not images of 1 to 4 channels (C, H, W)",
+                    "set data.shape to [C, H, W] (synthetic data), or export an image data set");
+  const int64_t train =
+      write_split(data.train, (fs::path(r.out_dir) / "train").string(), r.limit_per_class);
+  const int64_t test =
+      write_split(data.test, (fs::path(r.out_dir) / "test").string(), r.test_limit_per_class);
+  fmt::print("wrote {} train and {} test images of {} ({} classes) to {}/train and {}/test\n",
+             train, test, s.str(), data.train.class_names.size(), r.out_dir, r.out_dir);
+  return 0;
+}
+
+}  // namespace tandem
