@@ -412,6 +412,18 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
   return meta;
 }
 
+void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
+                     const CheckpointMeta& meta) {
+  write_checkpoint(path, checkpoint_tensors(graph, optimizer), meta);
+}
+
+CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer) {
+  NamedTensors tensors = checkpoint_tensors(graph, optimizer);
+  CheckpointMeta meta = read_checkpoint(path, tensors);
+  optimizer.set_steps(static_cast<int64_t>(meta.step));
+  return meta;
+}
+
 std::string find_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(path, ec)) return path;

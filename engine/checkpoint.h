@@ -43,6 +43,12 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // leaves every tensor as it was.
 CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors);
 
+// Writes a run's parameters and optimizer state.
+void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
+                     const CheckpointMeta& meta);
+// Loads them (all or nothing) and the optimizer's step count; returns the metadata.
+CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer);
+
 // The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time),
 // or the file itself when `path` is a file; throws CheckpointError when there is none.
 std::string find_checkpoint(const std::string& path);

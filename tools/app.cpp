@@ -20,6 +20,7 @@
 #include "engine/progress.h"
 #include "engine/report.h"
 #include "engine/trainer.h"
+#include "tools/checkpoints.h"
 #include "tools/plot.h"
 
 namespace tandem {
@@ -73,6 +74,7 @@ Config load_config_with_overrides(const RunRequest& r) {
     c.train.threads = *r.threads;
   }
   if (r.data) c.data.train_path = c.data.test_path = *r.data;
+  if (!r.checkpoint_dir.empty()) c.train.checkpoint.dir = r.checkpoint_dir;
   return c;
 }
 
@@ -308,6 +310,10 @@ int run_train(const RunRequest& r) {
       options.progress = !r.quiet;
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
+      };
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet);
+      options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
+        checkpoints.write(s, at, false);
       };
       if (r.log_placement)
         options.on_placement = [&](const std::vector<LayerProfile>& rows) {
