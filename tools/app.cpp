@@ -270,6 +270,8 @@ int run_train(const RunRequest& r) {
   Graph model(config);  // checks the model before any data is read
   DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
   const bool many = devices.size() > 1;
+  if (many && !r.resume.empty())
+    throw UsageError("--resume continues one run, on one device", "pass a single --device");
 
   if (!r.quiet) {
     std::string names;
@@ -312,6 +314,7 @@ int run_train(const RunRequest& r) {
         if (metrics) metrics->write(e);
       };
       RunCheckpoints checkpoints(c, run.device.label, many, r.quiet);
+      if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         checkpoints.write(s, at, false);
       };

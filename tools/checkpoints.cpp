@@ -77,4 +77,27 @@ void RunCheckpoints::prune() const {
   for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i) fs::remove(files[i].second, ec);
 }
 
+void resume_from(const std::string& path, const Config& config, TrainOptions& options,
+                 bool quiet) {
+  const std::string file = find_checkpoint(path);
+  const CheckpointMeta meta = read_checkpoint_meta(file);
+  // The seed fixes every epoch's order and every dropout mask: another one would not continue.
+  if (meta.seed != config.train.seed)
+    throw CheckpointError(fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}",
+                                      file, meta.seed, config.train.seed),
+                          fmt::format("pass --seed {} (or drop --seed)", meta.seed));
+  if (meta.epoch >= config.train.epochs)
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,
+                    meta.epoch, meta.epoch == 1 ? "" : "s", config.train.epochs),
+        fmt::format("--epochs is the total: pass --epochs {} or more to train further", meta.epoch + 1));
+  options.start = {meta.epoch, meta.batch, meta.step};
+  options.on_start = [file](TrainStep& step) {
+    restore_checkpoint(file, step.graph(), step.optimizer());
+  };
+  if (!quiet)
+    fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device,
+               meta.epoch + 1, meta.step);
+}
+
 }  // namespace tandem

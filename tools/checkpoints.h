@@ -29,4 +29,8 @@ class RunCheckpoints {
   std::string last_path_;
 };
 
+// --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
+// where the run starts and the restore of its weights and optimizer state; says so unless quiet.
+void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
+
 }  // namespace tandem

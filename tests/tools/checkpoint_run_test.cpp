@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 
+#include "datasets/dataset.h"
 #include "engine/backend_registry.h"
 #include "engine/checkpoint.h"
 #include "engine/error.h"
+#include "engine/layer_registry.h"
+#include "engine/trainer.h"
 #include "tests/tools/cli_util.h"
 #include "tools/app.h"
 
@@ -72,6 +76,163 @@ TEST(CheckpointRun, CheckpointDirFlagAndEveryTwoEpochs) {
   r.quiet = true;
   ASSERT_EQ(run_train(r), 0);
   EXPECT_EQ(files_in(dir), (std::set<std::string>{"epoch-2.safetensors", "epoch-4.safetensors"}));
+}
+
+// One training run in-process, as the trainer does it, on `threads` CPU threads.
+struct InProcessRun {
+  Config config;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Loss> loss;
+  DataSplits data;
+
+  explicit InProcessRun(int threads) : config(load_config(small_config())) {
+    register_everything();
+    BackendOptions o;
+    o.threads = threads;
+    backend = create_backend("cpu", o);
+    graph = std::make_unique<Graph>(config);
+    loss = make_loss(config.loss);
+    data = load_data(config.data, config.input, static_cast<int>(graph->classes()));
+    graph->allocate(*backend, config.train.batch_size, config.train.seed);
+  }
+  TrainResult train(TrainOptions options) {
+    options.progress = false;
+    Batcher train_src(data.train, config.train.batch_size, true, config.train.seed, {}, {});
+    return tandem::train(config, *graph, *loss, *backend, train_src, nullptr, options);
+  }
+};
+
+// Stops after `steps` steps, writing the checkpoint there; returns its position.
+TrainPosition stop_and_save(const std::string& path, uint64_t steps) {
+  InProcessRun run(2);
+  TrainPosition saved;
+  TrainOptions options;
+  uint64_t done = 0;
+  options.stop = [&] { return ++done == steps; };
+  options.on_checkpoint = [&](TrainStep& step, const TrainPosition& at) {
+    if (done != steps) return;
+    CheckpointMeta meta;
+    meta.epoch = at.epoch;
+    meta.batch = at.batch;
+    meta.step = at.step;
+    meta.seed = run.config.train.seed;
+    save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    saved = at;
+  };
+  TrainResult r = run.train(options);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.step_losses.size(), steps);
+  return saved;
+}
+
+std::vector<double> resume(const std::string& path, const TrainPosition& at) {
+  InProcessRun run(2);
+  TrainOptions options;
+  options.start = at;
+  options.on_start = [&](TrainStep& step) { restore_checkpoint(path, step.graph(), step.optimizer()); };
+  return run.train(options).step_losses;
+}
+
+TEST(Resume, AtAnEpochBoundaryEqualsAnUninterruptedRunBitForBit) {
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  ASSERT_EQ(whole.size(), 24u);
+  const std::string path = ::testing::TempDir() + "resume_boundary.safetensors";
+  const TrainPosition at = stop_and_save(path, 8);  // the last step of epoch 1
+  EXPECT_EQ(at.epoch, 1);
+  EXPECT_EQ(at.batch, 0);
+  EXPECT_EQ(at.step, 8u);
+  const std::vector<double> rest = resume(path, at);
+  ASSERT_EQ(rest.size(), 16u);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], whole[8 + i]) << "step " << 8 + i;
+}
+
+TEST(Resume, MidEpochEqualsAnUninterruptedRunBitForBit) {
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  const std::string path = ::testing::TempDir() + "resume_mid.safetensors";
+  const TrainPosition at = stop_and_save(path, 11);
+  EXPECT_EQ(at.epoch, 1);
+  EXPECT_EQ(at.batch, 3);
+  const std::vector<double> rest = resume(path, at);
+  ASSERT_EQ(rest.size(), 13u);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], whole[11 + i]) << "step " << 11 + i;
+}
+
+TEST(Resume, WithoutTheOptimizerStateDiverges) {
+  // The check above would pass vacuously if the state did not matter: with momentum it does.
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  const std::string path = ::testing::TempDir() + "resume_nostate.safetensors";
+  const TrainPosition at = stop_and_save(path, 8);
+  InProcessRun run(2);
+  TrainOptions options;
+  options.start = at;
+  options.on_start = [&](TrainStep& step) {
+    restore_checkpoint(path, step.graph(), step.optimizer());
+    for (auto& [name, t] : step.optimizer().state()) run.backend->fill(t, 0.f);
+  };
+  const std::vector<double> rest = run.train(options).step_losses;
+  EXPECT_NE(rest[1], whole[9]);
+}
+
+TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_resume");
+  const std::string metrics = ::testing::TempDir() + "ckpt_resume.jsonl";
+  RunRequest first;
+  first.config_path = small_config();
+  first.checkpoint_dir = dir;
+  first.epochs = 2;
+  first.quiet = true;
+  ASSERT_EQ(run_train(first), 0);
+  RunRequest again = first;
+  again.checkpoint_dir.clear();
+  again.resume = dir;
+  again.epochs = 3;
+  again.metrics_path = metrics;
+  ASSERT_EQ(run_train(again), 0);
+  std::ifstream in(metrics);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 1u) << "only epoch 3 is left";
+  EXPECT_NE(lines[0].find("\"epoch\": 3"), std::string::npos) << lines[0];
+}
+
+TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_refuse");
+  RunRequest first;
+  first.config_path = small_config();
+  first.checkpoint_dir = dir;
+  first.quiet = true;
+  ASSERT_EQ(run_train(first), 0);
+  auto error_of = [](const RunRequest& r) -> std::string {
+    try {
+      run_train(r);
+    } catch (const CheckpointError& e) {
+      return e.cause() + " | " + e.hint();
+    }
+    return "";
+  };
+  RunRequest r = first;
+  r.resume = dir + "/epoch-3.safetensors";
+  EXPECT_NE(error_of(r).find("has already trained 3 epochs of the 3 asked"), std::string::npos);
+  r.epochs = 4;
+  r.seed = 6;
+  EXPECT_NE(error_of(r).find("trained with seed 5, this run has seed 6"), std::string::npos);
+  r.seed.reset();
+  r.config_path = test::write_temp_file("checkpoint_other.yaml", R"(name: other
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 8, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
+train: {epochs: 4, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+)");
+  EXPECT_NE(error_of(r).find("conv2d_1.weight is [4, 1, 3, 3] in the file, [8, 1, 3, 3] in the model"),
+            std::string::npos);
 }
 
 }  // namespace
