@@ -1,10 +1,15 @@
 // Checkpoints of training runs: written every few epochs and pruned, resumed bit for bit, and
 // written on Ctrl-C.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "datasets/dataset.h"
 #include "engine/backend_registry.h"
@@ -233,6 +238,90 @@ train: {epochs: 4, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.
 )");
   EXPECT_NE(error_of(r).find("conv2d_1.weight is [4, 1, 3, 3] in the file, [8, 1, 3, 3] in the model"),
             std::string::npos);
+}
+
+// Starts the built trainer, waits for its device table (printed after the signal handlers are
+// installed), lets it train about a second, sends `sig`; returns its exit status and output.
+test::CliResult interrupt_trainer(const std::string& args, int sig) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, "pipe failed"};
+  const std::string cmd = std::string(TANDEM_TRAINER) + " " + args;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  bool sent = false;
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<size_t>(n));
+    if (!sent && out.find("Device") != std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      kill(pid, sig);
+      sent = true;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Trains for a minute or so unless stopped.
+std::string long_config() {
+  return test::write_temp_file("checkpoint_long.yaml", R"(name: ckpt_long
+input: {shape: [3, 32, 32]}
+layers:
+  - conv2d: {filters: 32, kernel: 5, padding: 2}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 2048, test_size: 64, seed: 3}
+train: {epochs: 200, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+)");
+}
+
+// The checkpoint the trainer said it wrote, which must then resume.
+void expect_resumable_checkpoint(const std::string& out, const std::string& dir) {
+  const size_t at = out.find("checkpoint: " + dir + "/");
+  ASSERT_NE(at, std::string::npos) << out;
+  const size_t begin = at + std::string("checkpoint: ").size();
+  const std::string path = out.substr(begin, out.find(' ', begin) - begin);
+  const CheckpointMeta m = read_checkpoint_meta(path);
+  EXPECT_GT(m.step, 0u);
+  register_everything();
+  RunRequest r;
+  r.config_path = long_config();
+  r.resume = path;
+  r.epochs = m.epoch + 1;
+  r.quiet = true;
+  EXPECT_EQ(run_train(r), 0);
+}
+
+TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
+  const std::string dir = fresh_dir("ckpt_sigint");
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
+                             SIGINT);
+  ASSERT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("stopped by SIGINT at step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--resume " + dir + "/epoch-"), std::string::npos) << r.out;
+  expect_resumable_checkpoint(r.out, dir);
+}
+
+TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
+  const std::string dir = fresh_dir("ckpt_sigterm");
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
+                             SIGTERM);
+  ASSERT_EQ(r.status, 143) << r.out;
+  EXPECT_NE(r.out.find("stopped by SIGTERM"), std::string::npos) << r.out;
+  expect_resumable_checkpoint(r.out, dir);
 }
 
 }  // namespace
