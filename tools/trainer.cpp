@@ -53,9 +53,9 @@ Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (
 checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
 
 exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
-6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched; 8 a device of a list could not
-run (the others did; see its row); 70 internal error; 130 stopped by SIGINT, 143 by SIGTERM
-(after writing the checkpoint).
+6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched;
+8 a device of a list could not run (the others did; see its row); 70 internal error;
+130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
 )";
 
 int parse_int(const std::string& flag, const std::string& v) {
