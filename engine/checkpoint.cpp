@@ -1,10 +1,11 @@
 // .safetensors checkpoints: an 8-byte little-endian header length, a JSON header, then the raw
-// little-endian fp32 data. The JSON writer and reader are our own: the header is a small, fixed
-// subset of JSON (objects, arrays, strings, integers), and no Debian-packaged C++ JSON library
-// is a dependency of tandem yet.
+// fp32 data in the host's byte order (little-endian on every target tandem builds for). The JSON
+// writer and reader are our own: the header is a small, fixed subset of JSON (objects, arrays,
+// strings, integers), and no JSON library is a dependency of tandem yet.
 #include "engine/checkpoint.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,8 +16,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "engine/backend.h"
 #include "engine/error.h"
@@ -35,14 +34,26 @@ std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
     }
   }
   return out + "\"";
@@ -74,11 +85,13 @@ class JsonReader {
 
  private:
   [[noreturn]] void fail(const std::string& why) {
-    throw CheckpointError(fmt::format("{}: the header is not valid JSON at byte {}: {}", what_, i_, why),
-                          "the file is corrupt or not a tandem checkpoint; use another checkpoint");
+    throw CheckpointError(
+        fmt::format("{}: the header is not valid JSON at byte {}: {}", what_, i_, why),
+        "the file is corrupt or not a tandem checkpoint; use another checkpoint");
   }
   void skip() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
   }
   char peek() {
     skip();
@@ -95,12 +108,18 @@ class JsonReader {
     char c = peek();
     if (c == '{') {
       ++i_;
-      if (peek() == '}') { ++i_; return j; }
+      if (peek() == '}') {
+        ++i_;
+        return j;
+      }
       for (;;) {
         std::string key = string();
         expect(':');
         j.members.emplace_back(std::move(key), value(depth + 1));
-        if (peek() == ',') { ++i_; continue; }
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
         expect('}');
         return j;
       }
@@ -108,10 +127,16 @@ class JsonReader {
     if (c == '[') {
       ++i_;
       j.kind = Json::kArray;
-      if (peek() == ']') { ++i_; return j; }
+      if (peek() == ']') {
+        ++i_;
+        return j;
+      }
       for (;;) {
         j.items.push_back(value(depth + 1));
-        if (peek() == ',') { ++i_; continue; }
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
         expect(']');
         return j;
       }
@@ -135,27 +160,46 @@ class JsonReader {
     std::string out;
     while (i_ < s_.size() && s_[i_] != '"') {
       char c = s_[i_++];
-      if (c != '\\') { out += c; continue; }
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
       if (i_ >= s_.size()) break;
       char e = s_[i_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
         case 'u': {
           unsigned code = 0;
           if (i_ + 4 > s_.size() ||
-              std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr != s_.data() + i_ + 4)
+              std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr !=
+                  s_.data() + i_ + 4)
             fail("bad \\u escape");
           i_ += 4;
           if (code >= 0x80) fail("only ASCII \\u escapes are written by tandem");
           out += static_cast<char>(code);
           break;
         }
-        default: fail("bad escape");
+        default:
+          fail("bad escape");
       }
     }
     if (i_ >= s_.size()) fail("a string does not end");
@@ -176,7 +220,8 @@ class JsonReader {
 int64_t integer(const Json& j, const std::string& path, const std::string& what) {
   int64_t v = 0;
   if (j.kind != Json::kNumber ||
-      std::from_chars(j.text.data(), j.text.data() + j.text.size(), v).ptr != j.text.data() + j.text.size())
+      std::from_chars(j.text.data(), j.text.data() + j.text.size(), v).ptr !=
+          j.text.data() + j.text.size())
     corrupt(path, what + " is not an integer");
   return v;
 }
@@ -205,7 +250,8 @@ Header read_header(const std::string& path) {
   const uint64_t file_size = fs::file_size(path, ec);
   std::ifstream in(path, std::ios::binary);
   if (!in || ec)
-    throw CheckpointError(fmt::format("cannot read checkpoint '{}'", path), "check its permissions");
+    throw CheckpointError(fmt::format("cannot read checkpoint '{}'", path),
+                          "check its permissions");
   unsigned char len_bytes[8];
   if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8))
     corrupt(path, fmt::format("it has {} bytes, fewer than the 8 of the header length", file_size));
@@ -215,7 +261,8 @@ Header read_header(const std::string& path) {
     corrupt(path, fmt::format("its header claims {} bytes but the file has {} after the length",
                               len, file_size - 8));
   std::string text(len, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(len))) corrupt(path, "the header cannot be read");
+  if (!in.read(text.data(), static_cast<std::streamsize>(len)))
+    corrupt(path, "the header cannot be read");
   Json root = JsonReader(text, "checkpoint '" + path + "'").document();
   if (root.kind != Json::kObject) corrupt(path, "the header is not a JSON object");
 
@@ -237,7 +284,8 @@ Header read_header(const std::string& path) {
     if (j.kind != Json::kObject || !dtype || !shape || !offsets)
       corrupt(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
     if (dtype->kind != Json::kString || dtype->text != "F32")
-      corrupt(path, fmt::format("tensor '{}' has dtype {}; tandem writes only F32", name, dtype->text));
+      corrupt(path,
+              fmt::format("tensor '{}' has dtype {}; tandem writes only F32", name, dtype->text));
     if (shape->kind != Json::kArray || offsets->kind != Json::kArray || offsets->items.size() != 2)
       corrupt(path, "tensor '" + name + "' has a malformed shape or data_offsets");
     Entry e;
@@ -245,15 +293,17 @@ Header read_header(const std::string& path) {
     std::vector<int64_t> dims;
     for (const Json& d : shape->items) {
       int64_t v = integer(d, path, "a dimension of '" + name + "'");
-      if (v < 0 || v > (int64_t{1} << 40)) corrupt(path, "tensor '" + name + "' has a bad dimension");
+      if (v < 0 || v > (int64_t{1} << 40))
+        corrupt(path, "tensor '" + name + "' has a bad dimension");
       dims.push_back(v);
     }
     e.shape = Shape(dims);
     const int64_t b = integer(offsets->items[0], path, "an offset of '" + name + "'");
     const int64_t en = integer(offsets->items[1], path, "an offset of '" + name + "'");
     if (b < 0 || en < b || static_cast<uint64_t>(en) > data_size)
-      corrupt(path, fmt::format("tensor '{}' lies at bytes [{}, {}) but the data section has {} bytes",
-                                name, b, en, data_size));
+      corrupt(path,
+              fmt::format("tensor '{}' lies at bytes [{}, {}) but the data section has {} bytes",
+                          name, b, en, data_size));
     e.begin = static_cast<uint64_t>(b);
     e.end = static_cast<uint64_t>(en);
     if (e.end - e.begin != static_cast<uint64_t>(e.shape.numel()) * 4)
@@ -287,7 +337,8 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   if (major_of(m.version) != major_of(TANDEM_VERSION))
     throw CheckpointError(
         fmt::format("checkpoint '{}' was written by tandem {}, this is tandem {} (another major "
-                    "version)", path, m.version, TANDEM_VERSION),
+                    "version)",
+                    path, m.version, TANDEM_VERSION),
         "resume it with the tandem version that wrote it, or train from the start");
   m.config_text = text("config");
   m.device = text("device");
@@ -338,9 +389,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
   auto fail = [&](const std::string& what) {
     std::remove(tmp.c_str());
-    throw CheckpointError(fmt::format("cannot write checkpoint '{}': {} ({})", path, what,
-                                      std::strerror(errno)),
-                          "check that the folder exists, is writable and has free space");
+    throw CheckpointError(
+        fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(errno)),
+        "check that the folder exists, is writable and has free space");
   };
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail("cannot create " + tmp.string());
@@ -375,7 +426,8 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
   for (const auto& [name, t] : tensors) {
     wanted.insert(name);
     auto it = by_name.find(name);
-    if (it == by_name.end()) missing.push_back(name);
+    if (it == by_name.end())
+      missing.push_back(name);
     else if (it->second->shape != t.shape())
       mismatched.push_back(fmt::format("{} is {} in the file, {} in the model", name,
                                        it->second->shape.str(), t.shape().str()));
@@ -389,11 +441,14 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
   };
   const std::string hint = "resume with the config (and optimizer) the checkpoint was trained with";
   if (!mismatched.empty())
-    throw CheckpointError(fmt::format("checkpoint '{}' does not fit the model: {}", path, list(mismatched)), hint);
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' does not fit the model: {}", path, list(mismatched)), hint);
   if (!missing.empty())
-    throw CheckpointError(fmt::format("checkpoint '{}' lacks tensors the model has: {}", path, list(missing)), hint);
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' lacks tensors the model has: {}", path, list(missing)), hint);
   if (!extra.empty())
-    throw CheckpointError(fmt::format("checkpoint '{}' has tensors the model lacks: {}", path, list(extra)), hint);
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' has tensors the model lacks: {}", path, list(extra)), hint);
 
   // Everything fits: read all data to the host first, so a failed read leaves the model as it was.
   std::ifstream in(path, std::ios::binary);
@@ -402,7 +457,8 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
     const Entry& e = *by_name[name];
     data.emplace_back(static_cast<size_t>(t.numel()));
     in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
-    if (!in.read(reinterpret_cast<char*>(data.back().data()), static_cast<std::streamsize>(e.end - e.begin)))
+    if (!in.read(reinterpret_cast<char*>(data.back().data()),
+                 static_cast<std::streamsize>(e.end - e.begin)))
       corrupt(path, "tensor '" + name + "' cannot be read");
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -439,8 +495,9 @@ std::string find_checkpoint(const std::string& path) {
     }
   }
   if (best.empty())
-    throw CheckpointError(fmt::format("folder '{}' holds no .safetensors checkpoint", path),
-                          "give the checkpoint file itself, or the folder given to --checkpoint-dir");
+    throw CheckpointError(
+        fmt::format("folder '{}' holds no .safetensors checkpoint", path),
+        "give the checkpoint file itself, or the folder given to --checkpoint-dir");
   return best.string();
 }
 

@@ -1,12 +1,12 @@
 // A training run's checkpoints: file names, pruning, and what the user is told.
 #include "tools/checkpoints.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "engine/error.h"
 
@@ -45,12 +45,13 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
-    throw CheckpointError(fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
-                          "pick a writable folder with --checkpoint-dir");
+    throw CheckpointError(
+        fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
+        "pick a writable folder with --checkpoint-dir");
   // A stop mid-epoch is named for the epoch it was in and the batches it had done.
-  const std::string name = at.batch == 0
-                               ? fmt::format("epoch-{}.safetensors", at.epoch)
-                               : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
+  const std::string name =
+      at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
+                    : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
   CheckpointMeta meta;
   meta.config_text = config_text_;
   meta.device = device_;
@@ -74,30 +75,32 @@ void RunCheckpoints::prune() const {
       files.emplace_back(e.last_write_time(ec), e.path());
   }
   std::sort(files.begin(), files.end(), std::greater<>());  // newest first
-  for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i) fs::remove(files[i].second, ec);
+  for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i)
+    fs::remove(files[i].second, ec);
 }
 
-void resume_from(const std::string& path, const Config& config, TrainOptions& options,
-                 bool quiet) {
+void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet) {
   const std::string file = find_checkpoint(path);
   const CheckpointMeta meta = read_checkpoint_meta(file);
   // The seed fixes every epoch's order and every dropout mask: another one would not continue.
   if (meta.seed != config.train.seed)
-    throw CheckpointError(fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}",
-                                      file, meta.seed, config.train.seed),
-                          fmt::format("pass --seed {} (or drop --seed)", meta.seed));
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}", file,
+                    meta.seed, config.train.seed),
+        fmt::format("pass --seed {} (or drop --seed)", meta.seed));
   if (meta.epoch >= config.train.epochs)
     throw CheckpointError(
         fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,
                     meta.epoch, meta.epoch == 1 ? "" : "s", config.train.epochs),
-        fmt::format("--epochs is the total: pass --epochs {} or more to train further", meta.epoch + 1));
+        fmt::format("--epochs is the total: pass --epochs {} or more to train further",
+                    meta.epoch + 1));
   options.start = {meta.epoch, meta.batch, meta.step};
   options.on_start = [file](TrainStep& step) {
     restore_checkpoint(file, step.graph(), step.optimizer());
   };
   if (!quiet)
-    fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device,
-               meta.epoch + 1, meta.step);
+    fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device, meta.epoch + 1,
+               meta.step);
 }
 
 }  // namespace tandem

@@ -13,8 +13,8 @@ class StopOnSignal {
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 
   bool requested() const;
-  int signal() const;       // SIGINT or SIGTERM; 0 when none came
-  int exit_status() const;  // 128 + the signal, as shells report it: 130, 143
+  int signal() const;        // SIGINT or SIGTERM; 0 when none came
+  int exit_status() const;   // 128 + the signal, as shells report it: 130, 143
   const char* name() const;  // "SIGINT", "SIGTERM"
 };
 

@@ -175,7 +175,8 @@ TEST(Checkpoint, WrongShapeIsRefusedNamingTheTensor) {
   other.add("conv2d_1.bias", Shape{2}, 0.f);
   other.add("optimizer.conv2d_1.weight.velocity", Shape{2, 1, 3, 3}, 0.f);
   other.add("optimizer.conv2d_1.bias.velocity", Shape{2}, 0.f);
-  expect_refused(path, other.named, "conv2d_1.weight is [2, 1, 3, 3] in the file, [4, 1, 3, 3] in the model");
+  expect_refused(path, other.named,
+                 "conv2d_1.weight is [2, 1, 3, 3] in the file, [4, 1, 3, 3] in the model");
 }
 
 TEST(Checkpoint, MissingAndExtraTensorsAreRefused) {
@@ -187,7 +188,8 @@ TEST(Checkpoint, MissingAndExtraTensorsAreRefused) {
   expect_refused(path, more.named, "lacks tensors the model has: dense_2.weight");
   Tensors fewer = model_tensors();
   fewer.named.pop_back();
-  expect_refused(path, fewer.named, "has tensors the model lacks: optimizer.conv2d_1.bias.velocity");
+  expect_refused(path, fewer.named,
+                 "has tensors the model lacks: optimizer.conv2d_1.bias.velocity");
 }
 
 TEST(Checkpoint, OtherMajorVersionIsRefused) {
@@ -207,8 +209,9 @@ TEST(Checkpoint, NewestInAFolderIsFound) {
   Tensors src = model_tensors();
   write_checkpoint(dir + "/epoch-1.safetensors", src.named, some_meta());
   write_checkpoint(dir + "/epoch-2.safetensors", src.named, some_meta());
-  std::filesystem::last_write_time(dir + "/epoch-1.safetensors",
-                                   std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  std::filesystem::last_write_time(
+      dir + "/epoch-1.safetensors",
+      std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
   EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-2.safetensors");
   EXPECT_EQ(find_checkpoint(dir + "/epoch-1.safetensors"), dir + "/epoch-1.safetensors");
 }

@@ -135,7 +135,9 @@ std::vector<double> resume(const std::string& path, const TrainPosition& at) {
   InProcessRun run(2);
   TrainOptions options;
   options.start = at;
-  options.on_start = [&](TrainStep& step) { restore_checkpoint(path, step.graph(), step.optimizer()); };
+  options.on_start = [&](TrainStep& step) {
+    restore_checkpoint(path, step.graph(), step.optimizer());
+  };
   return run.train(options).step_losses;
 }
 
@@ -236,8 +238,32 @@ layers:
 data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
 train: {epochs: 4, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
 )");
-  EXPECT_NE(error_of(r).find("conv2d_1.weight is [4, 1, 3, 3] in the file, [8, 1, 3, 3] in the model"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(r).find("conv2d_1.weight is [4, 1, 3, 3] in the file, [8, 1, 3, 3] in the model"),
+      std::string::npos);
+}
+
+TEST(CheckpointRun, WrittenOnTheCpuLoadsOnTheGpu) {
+  register_everything();
+  std::unique_ptr<Backend> gpu;
+  try {
+    gpu = create_backend("gpu", {});
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no usable GPU: " << e.cause();
+  }
+  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
+  std::vector<float> values(30);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 3.f;
+  Tensor src(*cpu, Shape{5, 6});
+  cpu->upload(src, values.data());
+  const std::string path = ::testing::TempDir() + "cross_device.safetensors";
+  write_checkpoint(path, {{"dense_1.weight", src}}, {});
+  NamedTensors dst = {{"dense_1.weight", Tensor(*gpu, Shape{5, 6})}};
+  gpu->fill(dst[0].second, 0.f);
+  read_checkpoint(path, dst);
+  std::vector<float> back(values.size());
+  gpu->download(back.data(), dst[0].second);
+  EXPECT_EQ(back, values);
 }
 
 // Starts the built trainer, waits for its device table (printed after the signal handlers are
