@@ -224,6 +224,9 @@ TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
   r.resume = dir + "/epoch-3.safetensors";
   EXPECT_NE(error_of(r).find("has already trained 3 epochs of the 3 asked"), std::string::npos);
   r.epochs = 4;
+  r.devices = {"cpu:1", "cpu:2"};
+  EXPECT_THROW(run_train(r), UsageError) << "one run resumes on one device";
+  r.devices = {"cpu"};
   r.seed = 6;
   EXPECT_NE(error_of(r).find("trained with seed 5, this run has seed 6"), std::string::npos);
   r.seed.reset();
@@ -268,17 +271,17 @@ TEST(CheckpointRun, WrittenOnTheCpuLoadsOnTheGpu) {
 
 // Starts the built trainer, waits for its device table (printed after the signal handlers are
 // installed), lets it train about a second, sends `sig`; returns its exit status and output.
-test::CliResult interrupt_trainer(const std::string& args, int sig) {
+test::CliResult interrupt_trainer(const std::string& args, int sig, const std::string& cwd = ".") {
   int fds[2];
   if (pipe(fds) != 0) return {-1, "pipe failed"};
-  const std::string cmd = std::string(TANDEM_TRAINER) + " " + args;
+  const std::string cmd = "cd '" + cwd + "' && exec " + std::string(TANDEM_TRAINER) + " " + args;
   pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   close(fds[1]);
@@ -348,6 +351,17 @@ TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
   ASSERT_EQ(r.status, 143) << r.out;
   EXPECT_NE(r.out.find("stopped by SIGTERM"), std::string::npos) << r.out;
   expect_resumable_checkpoint(r.out, dir);
+}
+
+TEST(TrainerSignals, WithoutACheckpointFolderCtrlCWritesUnderRuns) {
+  const std::string cwd = fresh_dir("ckpt_cwd");
+  fs::create_directories(cwd);
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1", SIGINT, cwd);
+  ASSERT_EQ(r.status, 130) << r.out;
+  ASSERT_NE(r.out.find("checkpoint: runs/ckpt_long/epoch-"), std::string::npos) << r.out;
+  const std::string dir = cwd + "/runs/ckpt_long";
+  ASSERT_EQ(files_in(dir).size(), 1u);
+  EXPECT_GT(read_checkpoint_meta(find_checkpoint(dir)).step, 0u);
 }
 
 }  // namespace
