@@ -327,9 +327,9 @@ int run_train(const RunRequest& r) {
         };
       run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
       if (run.result.stopped) {
-        fmt::print("stopped by {} at step {}; continue with: trainer --config {} --resume {}\n",
+        fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
                    stop.name(), run.result.step_losses.size() + options.start.step, config.file,
-                   checkpoints.last_path());
+                   many ? " --device " + run.device.label : "", checkpoints.last_path());
         return stop.exit_status();
       }
       const EpochStats& last = run.result.epochs.back();
