@@ -398,6 +398,16 @@ Config parse(const YAML::Node& root, const std::string& file) {
   s.warmup_epochs = sched.get_int("warmup_epochs", 0);
   if (s.warmup_epochs < 0) sched.fail("warmup_epochs", "expected zero or more epochs");
   sched.finish();
+
+  // The folder is an output, so it is relative to the working directory (like --metrics).
+  ConfigMap ckpt = train.map("checkpoint");
+  CheckpointConfig& k = c.train.checkpoint;
+  k.dir = ckpt.get_string("dir", "");
+  k.every = ckpt.get_int("every", 1);
+  if (k.every < 1) ckpt.fail("every", "expected at least 1 epoch between checkpoints");
+  k.keep = ckpt.get_int("keep", 0);
+  if (k.keep < 0) ckpt.fail("keep", "expected 0 (keep all) or more checkpoints");
+  ckpt.finish();
   train.finish();
 
   c.deterministic = top.get_bool("deterministic", false);

@@ -101,6 +101,12 @@ struct ScheduleConfig {
   int64_t warmup_epochs = 0;        // linear warm-up from lr/warmup to lr, any type
 };
 
+struct CheckpointConfig {
+  std::string dir;    // empty: no checkpoints every few epochs (Ctrl-C still writes one)
+  int64_t every = 1;  // epochs between checkpoints
+  int64_t keep = 0;   // the newest kept in dir; 0: all
+};
+
 struct TrainConfig {
   int64_t epochs = 1, batch_size = 64;
   OptimizerConfig optimizer;
@@ -109,6 +115,7 @@ struct TrainConfig {
   int threads = 0;  // 0: every core
   bool shuffle = true;
   bool drop_last = false;
+  CheckpointConfig checkpoint;
 };
 
 struct Config {

@@ -42,6 +42,20 @@ void Optimizer::step(double lr) {
   }
 }
 
+std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string name = "optimizer." + params_[i]->name;
+    if (config_.type == "sgd") {
+      out.emplace_back(name + ".velocity", m_[i]);
+    } else {
+      out.emplace_back(name + ".m", m_[i]);
+      out.emplace_back(name + ".v", v_[i]);
+    }
+  }
+  return out;
+}
+
 double learning_rate(const OptimizerConfig& opt, const ScheduleConfig& s, int64_t epochs,
                      int64_t epoch, int64_t step_in_epoch, int64_t steps_per_epoch) {
   double lr = opt.lr;

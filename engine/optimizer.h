@@ -1,6 +1,8 @@
 // Optimizers (SGD with momentum/Nesterov/weight decay, Adam, AdamW) and learning-rate schedules.
 #pragma once
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -16,6 +18,10 @@ class Optimizer {
   // One update of every parameter from its gradient, with learning rate lr.
   void step(double lr);
   int64_t steps() const { return steps_; }
+  // Resuming: the steps already done (Adam's bias correction counts them).
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // The state tensors by name, "optimizer.conv2d_1.weight.velocity" (SGD) or ".m" and ".v" (Adam).
+  std::vector<std::pair<std::string, Tensor>> state() const;
 
  private:
   OptimizerConfig config_;

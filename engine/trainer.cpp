@@ -127,9 +127,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   std::vector<float> images(static_cast<size_t>(max_batch * sample));
   std::vector<int32_t> labels(static_cast<size_t>(max_batch));
   const int64_t batches = train_data.batches_per_epoch();
-  uint64_t global_step = 0;
+  uint64_t global_step = options.start.step;
+  if (options.on_start) options.on_start(step);
 
-  for (int64_t epoch = 0; epoch < config.train.epochs; ++epoch) {
+  for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
     if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
     backend.reset_peak_memory();
     train_data.start_epoch(epoch);
@@ -138,7 +139,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0;
     bool stopped = false;
-    for (int64_t b = 0; b < batches; ++b) {
+    const int64_t first = epoch == options.start.epoch ? options.start.batch : 0;
+    int64_t b = first;
+    for (; b < batches; ++b) {
       if (options.max_steps >= 0 && static_cast<int64_t>(global_step) >= options.max_steps) {
         stopped = true;
         break;
@@ -178,6 +181,17 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       seen += n;
       bar.update(b + 1, loss_sum / static_cast<double>(seen), correct_sum / static_cast<double>(seen),
                  static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+      if (options.stop && options.stop()) {
+        result.stopped = true;
+        ++b;  // this batch is done
+        break;
+      }
+    }
+    if (result.stopped && b < batches) {  // the current step is done; the epoch is not
+      backend.synchronize();
+      bar.finish(" - stopped");
+      if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step});
+      break;
     }
     backend.synchronize();
     EpochStats e;
@@ -199,6 +213,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
     if (stopped) break;
+    if (options.on_checkpoint) options.on_checkpoint(step, {epoch + 1, 0, global_step});
+    if (result.stopped) break;
   }
   return result;
 }

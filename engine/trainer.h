@@ -38,6 +38,14 @@ struct LayerProfile {
   std::vector<std::string> forward_ops, backward_ops;  // what ran them (--log-placement)
 };
 
+class TrainStep;
+
+// Where a run stands: epochs completed, batches done of the next one, steps done.
+struct TrainPosition {
+  int64_t epoch = 0, batch = 0;
+  uint64_t step = 0;
+};
+
 struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
@@ -45,11 +53,19 @@ struct TrainOptions {
   std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
   // When set, the first step traces what ran each layer and passes it here (--log-placement).
   std::function<void(const std::vector<LayerProfile>&)> on_placement;
+  // Resuming: the run starts at `start`; on_start restores the weights and optimizer state first.
+  TrainPosition start;
+  std::function<void(TrainStep&)> on_start;
+  // After each epoch, and where `stop` ended the run mid-epoch: the place to write a checkpoint.
+  std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
+  // Asked after each step; true: stop there (Ctrl-C).
+  std::function<bool()> stop;
 };
 
 struct TrainResult {
   std::vector<EpochStats> epochs;
   std::vector<double> step_losses;  // every step's mini-batch loss, in order
+  bool stopped = false;             // TrainOptions::stop ended the run
 };
 
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
@@ -59,6 +75,8 @@ class TrainStep {
             uint64_t seed);
   Tensor& labels() { return labels_; }
   Tensor& input() { return graph_.input(); }
+  Graph& graph() { return graph_; }
+  Optimizer& optimizer() { return optimizer_; }
   // Uploads n samples (host floats and labels) into the batch buffers.
   void upload(int64_t n, const float* images, const int32_t* labels);
   // Forward, loss, backward and update on the first n samples of the batch buffers; the loss

@@ -21,7 +21,9 @@
 #include "engine/progress.h"
 #include "engine/report.h"
 #include "engine/trainer.h"
+#include "tools/checkpoints.h"
 #include "tools/plot.h"
+#include "tools/stop_signal.h"
 
 namespace tandem {
 
@@ -74,6 +76,7 @@ Config load_config_with_overrides(const RunRequest& r) {
     c.train.threads = *r.threads;
   }
   if (r.data) set_data_path(c.data, *r.data);
+  if (!r.checkpoint_dir.empty()) c.train.checkpoint.dir = r.checkpoint_dir;
   return c;
 }
 
@@ -269,6 +272,9 @@ int run_train(const RunRequest& r) {
   Graph model(config);  // checks the model before any data is read
   DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
   const bool many = devices.size() > 1;
+  if (many && !r.resume.empty())
+    throw UsageError("--resume continues one run, on one device", "pass a single --device");
+  StopOnSignal stop;  // before the first flush of output: from then on Ctrl-C saves a checkpoint
 
   if (!r.quiet) {
     std::string names;
@@ -321,11 +327,23 @@ int run_train(const RunRequest& r) {
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
       };
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet);
+      if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
+      options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
+        checkpoints.write(s, at, stop.requested());
+      };
+      options.stop = [&] { return stop.requested(); };
       if (r.log_placement)
         options.on_placement = [&](const std::vector<LayerProfile>& rows) {
           print_placement(rows, *backend, run.device.label);
         };
       run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+      if (run.result.stopped) {
+        fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
+                   stop.name(), run.result.step_losses.size() + options.start.step, config.file,
+                   many ? " --device " + run.device.label : "", checkpoints.last_path());
+        return stop.exit_status();
+      }
       const EpochStats& last = run.result.epochs.back();
       fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",
                  run.device.label, 100 * last.test_accuracy, last.test_loss, last.epoch,

@@ -26,6 +26,8 @@ struct RunRequest {
   std::string plot_path;       // --plot FILE.png
   bool quiet = false;
   bool log_placement = false;  // what ran each layer
+  std::string checkpoint_dir;  // replaces train.checkpoint.dir
+  std::string resume;          // a checkpoint file, or a folder (its newest)
   // bench
   std::vector<int64_t> batch_sizes;  // empty: the config's (or --batch-size)
   int steps = 20, warmup = 5;

@@ -36,6 +36,10 @@ flags (override the config):
   --metrics FILE     per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)
   --plot FILE.png    loss and accuracy per epoch, one line per device
   --log-placement    which library primitive or algorithm ran each layer
+  --checkpoint-dir DIR  write DIR/epoch-E.safetensors (replaces train.checkpoint.dir; every
+                     train.checkpoint.every epochs, the newest train.checkpoint.keep kept)
+  --resume PATH      continue from a checkpoint file, or the newest in folder PATH; --epochs
+                     stays the total
   --quiet            no start-up table and no progress bar
   --log-level L      trace, debug, info, warn (default), error, off
 
@@ -47,9 +51,13 @@ device and batch size, with the speedup against the first device.
   --plot FILE.png     throughput and speedup against batch size
   --json              one JSON object per device and batch size
 
+Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
+checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
+
 exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
-6 loss became NaN/Inf; 8 a device of a list could not run (the others did; see its row);
-70 internal error.
+6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched;
+8 a device of a list could not run (the others did; see its row); 70 internal error;
+130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
 )";
 
 int parse_int(const std::string& flag, const std::string& v) {
@@ -138,6 +146,10 @@ int run(int argc, char** argv) {
       r.plot_path = value();
     } else if (a == "--log-placement") {
       r.log_placement = true;
+    } else if (command == "train" && a == "--checkpoint-dir") {
+      r.checkpoint_dir = value();
+    } else if (command == "train" && a == "--resume") {
+      r.resume = value();
     } else if (command == "bench" && a == "--batch-sizes") {
       for (const std::string& b : split(value(), ',')) r.batch_sizes.push_back(parse_int(a, b));
     } else if (command == "bench" && a == "--per-layer") {

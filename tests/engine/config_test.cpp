@@ -25,6 +25,7 @@ train:
   batch_size: 16
   optimizer: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true}
   schedule: {type: multistep, milestones: [1], gamma: 0.5}
+  checkpoint: {dir: ckpts, every: 2, keep: 3}
   seed: 3
 )";
 
@@ -60,6 +61,9 @@ TEST(Config, GoodConfigParsesEveryField) {
   EXPECT_TRUE(c.train.optimizer.nesterov);
   EXPECT_EQ(c.train.schedule.milestones, std::vector<int64_t>{1});
   EXPECT_EQ(c.train.seed, 3u);
+  EXPECT_EQ(c.train.checkpoint.dir, "ckpts");
+  EXPECT_EQ(c.train.checkpoint.every, 2);
+  EXPECT_EQ(c.train.checkpoint.keep, 3);
   EXPECT_EQ(c.data.train_size, 32);
   Graph g(c);
   EXPECT_EQ(g.classes(), 10);
@@ -148,6 +152,14 @@ INSTANTIATE_TEST_SUITE_P(
                   {"bad.yaml:9:", "'rotate': unknown key"}},
         BadConfig{"LayersNotAList", "input: {shape: [1, 8, 8]}\nlayers: relu\n",
                   {"'layers' must be a list"}},
+        BadConfig{"MisspelledCheckpointKey", with("keep: 3", "kept: 3"),
+                  {"bad.yaml:15:38: train.checkpoint: 'kept': unknown key", "expected one of: dir, every, keep"}},
+        BadConfig{"CheckpointEveryZero", with("every: 2", "every: 0"),
+                  {"train.checkpoint: 'every': expected at least 1 epoch between checkpoints"}},
+        BadConfig{"CheckpointKeepNegative", with("keep: 3", "keep: -1"),
+                  {"train.checkpoint: 'keep': expected 0 (keep all) or more checkpoints"}},
+        BadConfig{"CheckpointDirNotText", with("dir: ckpts", "dir: [a, b]"),
+                  {"train.checkpoint: 'dir':"}},
         BadConfig{"EmptyFile", "", {"bad.yaml: the config is empty"}}),
     [](const ::testing::TestParamInfo<BadConfig>& info) { return std::string(info.param.name); });
 

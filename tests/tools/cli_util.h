@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -32,9 +33,13 @@ inline std::string source_path(const std::string& rel) {
   return std::string(TANDEM_SOURCE_DIR) + "/" + rel;
 }
 
+// ctest runs tests as parallel processes, and several write the same file: each writes its own
+// copy and renames it into place, so a reader never sees a half-written file.
 inline std::string write_temp_file(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  std::ofstream(tmp) << text;
+  std::rename(tmp.c_str(), path.c_str());
   return path;
 }
 

@@ -21,8 +21,11 @@ TEST(TrainerCli, HelpListsTheFlagsAndExitsZero) {
   Result r = trainer("--help");
   EXPECT_EQ(r.status, 0);
   for (const char* flag : {"--config", "--device", "--epochs", "--batch-size", "--lr", "--seed",
-                           "--threads", "--metrics", "--quiet", "bench", "devices"})
+                           "--threads", "--metrics", "--quiet", "bench", "devices",
+                           "--checkpoint-dir", "--resume"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  EXPECT_NE(r.out.find("130 stopped by SIGINT, 143 by SIGTERM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("7 checkpoint unreadable or mismatched"), std::string::npos) << r.out;
 }
 
 TEST(TrainerCli, VersionPrintsTheVersion) {

@@ -1,0 +1,504 @@
+// .safetensors checkpoints: an 8-byte little-endian header length, a JSON header, then the raw
+// fp32 data in the host's byte order (little-endian on every target tandem builds for). The JSON
+// writer and reader are our own: the header is a small, fixed subset of JSON (objects, arrays,
+// strings, integers), and no JSON library is a dependency of tandem yet.
+#include "engine/checkpoint.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/optimizer.h"
+
+namespace tandem {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+
+// --- JSON -------------------------------------------------------------------------------------
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20)
+          out += fmt::format("\\u{:04x}", c);
+        else
+          out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+struct Json {
+  enum Kind { kObject, kArray, kString, kNumber } kind = kObject;
+  std::vector<std::pair<std::string, Json>> members;  // objects, in file order
+  std::vector<Json> items;                            // arrays
+  std::string text;                                   // strings; numbers as written
+
+  const Json* find(const std::string& key) const {
+    for (const auto& [k, v] : members)
+      if (k == key) return &v;
+    return nullptr;
+  }
+};
+
+// A recursive-descent reader of the JSON subset above; `what` names the file in errors.
+class JsonReader {
+ public:
+  JsonReader(const std::string& s, const std::string& what) : s_(s), what_(what) {}
+  Json document() {
+    Json j = value(0);
+    skip();
+    if (i_ != s_.size()) fail("unexpected text after the header object");
+    return j;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) {
+    throw CheckpointError(
+        fmt::format("{}: the header is not valid JSON at byte {}: {}", what_, i_, why),
+        "the file is corrupt or not a tandem checkpoint; use another checkpoint");
+  }
+  void skip() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
+      ++i_;
+  }
+  char peek() {
+    skip();
+    if (i_ >= s_.size()) fail("it ends early");
+    return s_[i_];
+  }
+  void expect(char c) {
+    if (peek() != c) fail(fmt::format("expected '{}'", c));
+    ++i_;
+  }
+  Json value(int depth) {
+    if (depth > 8) fail("nested too deeply");
+    Json j;
+    char c = peek();
+    if (c == '{') {
+      ++i_;
+      if (peek() == '}') {
+        ++i_;
+        return j;
+      }
+      for (;;) {
+        std::string key = string();
+        expect(':');
+        j.members.emplace_back(std::move(key), value(depth + 1));
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
+        expect('}');
+        return j;
+      }
+    }
+    if (c == '[') {
+      ++i_;
+      j.kind = Json::kArray;
+      if (peek() == ']') {
+        ++i_;
+        return j;
+      }
+      for (;;) {
+        j.items.push_back(value(depth + 1));
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
+        expect(']');
+        return j;
+      }
+    }
+    if (c == '"') {
+      j.kind = Json::kString;
+      j.text = string();
+      return j;
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      j.kind = Json::kNumber;
+      size_t start = i_++;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+      j.text = s_.substr(start, i_ - start);
+      return j;
+    }
+    fail("expected an object, array, string or integer");
+  }
+  std::string string() {
+    expect('"');
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      char c = s_[i_++];
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (i_ >= s_.size()) break;
+      char e = s_[i_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'u': {
+          unsigned code = 0;
+          if (i_ + 4 > s_.size() ||
+              std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr !=
+                  s_.data() + i_ + 4)
+            fail("bad \\u escape");
+          i_ += 4;
+          if (code >= 0x80) fail("only ASCII \\u escapes are written by tandem");
+          out += static_cast<char>(code);
+          break;
+        }
+        default:
+          fail("bad escape");
+      }
+    }
+    if (i_ >= s_.size()) fail("a string does not end");
+    ++i_;
+    return out;
+  }
+
+  const std::string& s_;
+  std::string what_;
+  size_t i_ = 0;
+};
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& why) {
+  throw CheckpointError(fmt::format("checkpoint '{}' is unusable: {}", path, why),
+                        "the file is truncated or corrupt; resume from another checkpoint");
+}
+
+int64_t integer(const Json& j, const std::string& path, const std::string& what) {
+  int64_t v = 0;
+  if (j.kind != Json::kNumber ||
+      std::from_chars(j.text.data(), j.text.data() + j.text.size(), v).ptr !=
+          j.text.data() + j.text.size())
+    corrupt(path, what + " is not an integer");
+  return v;
+}
+
+struct Entry {
+  std::string name;
+  Shape shape;
+  uint64_t begin = 0, end = 0;  // byte offsets into the data section
+};
+
+struct Header {
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> meta;
+  uint64_t data_start = 0;  // byte offset of the data section in the file
+};
+
+// Reads and checks the header: sizes, JSON, dtypes, offsets inside the file.
+Header read_header(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw CheckpointError(fmt::format("checkpoint '{}' does not exist", path),
+                          "check the path given to --resume");
+  if (fs::is_directory(path, ec))
+    throw CheckpointError(fmt::format("'{}' is a folder, not a checkpoint file", path),
+                          "give a .safetensors file, or the folder to --resume");
+  const uint64_t file_size = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (!in || ec)
+    throw CheckpointError(fmt::format("cannot read checkpoint '{}'", path),
+                          "check its permissions");
+  unsigned char len_bytes[8];
+  if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8))
+    corrupt(path, fmt::format("it has {} bytes, fewer than the 8 of the header length", file_size));
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | len_bytes[i];
+  if (len > kMaxHeaderBytes || len > file_size - 8)
+    corrupt(path, fmt::format("its header claims {} bytes but the file has {} after the length",
+                              len, file_size - 8));
+  std::string text(len, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(len)))
+    corrupt(path, "the header cannot be read");
+  Json root = JsonReader(text, "checkpoint '" + path + "'").document();
+  if (root.kind != Json::kObject) corrupt(path, "the header is not a JSON object");
+
+  Header h;
+  h.data_start = 8 + len;
+  const uint64_t data_size = file_size - h.data_start;
+  for (const auto& [name, j] : root.members) {
+    if (name == "__metadata__") {
+      if (j.kind != Json::kObject) corrupt(path, "__metadata__ is not an object");
+      for (const auto& [k, v] : j.members) {
+        if (v.kind != Json::kString) corrupt(path, "metadata '" + k + "' is not a string");
+        h.meta[k] = v.text;
+      }
+      continue;
+    }
+    const Json* dtype = j.find("dtype");
+    const Json* shape = j.find("shape");
+    const Json* offsets = j.find("data_offsets");
+    if (j.kind != Json::kObject || !dtype || !shape || !offsets)
+      corrupt(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
+    if (dtype->kind != Json::kString || dtype->text != "F32")
+      corrupt(path,
+              fmt::format("tensor '{}' has dtype {}; tandem writes only F32", name, dtype->text));
+    if (shape->kind != Json::kArray || offsets->kind != Json::kArray || offsets->items.size() != 2)
+      corrupt(path, "tensor '" + name + "' has a malformed shape or data_offsets");
+    Entry e;
+    e.name = name;
+    std::vector<int64_t> dims;
+    for (const Json& d : shape->items) {
+      int64_t v = integer(d, path, "a dimension of '" + name + "'");
+      if (v < 0 || v > (int64_t{1} << 40))
+        corrupt(path, "tensor '" + name + "' has a bad dimension");
+      dims.push_back(v);
+    }
+    e.shape = Shape(dims);
+    const int64_t b = integer(offsets->items[0], path, "an offset of '" + name + "'");
+    const int64_t en = integer(offsets->items[1], path, "an offset of '" + name + "'");
+    if (b < 0 || en < b || static_cast<uint64_t>(en) > data_size)
+      corrupt(path,
+              fmt::format("tensor '{}' lies at bytes [{}, {}) but the data section has {} bytes",
+                          name, b, en, data_size));
+    e.begin = static_cast<uint64_t>(b);
+    e.end = static_cast<uint64_t>(en);
+    if (e.end - e.begin != static_cast<uint64_t>(e.shape.numel()) * 4)
+      corrupt(path, fmt::format("tensor '{}' of shape {} needs {} bytes but has {}", name,
+                                e.shape.str(), e.shape.numel() * 4, e.end - e.begin));
+    h.entries.push_back(std::move(e));
+  }
+  return h;
+}
+
+std::string major_of(const std::string& version) { return version.substr(0, version.find('.')); }
+
+uint64_t meta_int(const Header& h, const std::string& key, const std::string& path) {
+  auto it = h.meta.find(key);
+  uint64_t v = 0;
+  if (it == h.meta.end() ||
+      std::from_chars(it->second.data(), it->second.data() + it->second.size(), v).ptr !=
+          it->second.data() + it->second.size())
+    corrupt(path, "metadata '" + key + "' is missing or not a number");
+  return v;
+}
+
+CheckpointMeta meta_of(const Header& h, const std::string& path) {
+  CheckpointMeta m;
+  auto text = [&](const std::string& key) {
+    auto it = h.meta.find(key);
+    if (it == h.meta.end()) corrupt(path, "metadata '" + key + "' is missing");
+    return it->second;
+  };
+  m.version = text("tandem_version");
+  if (major_of(m.version) != major_of(TANDEM_VERSION))
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was written by tandem {}, this is tandem {} (another major "
+                    "version)",
+                    path, m.version, TANDEM_VERSION),
+        "resume it with the tandem version that wrote it, or train from the start");
+  m.config_text = text("config");
+  m.device = text("device");
+  m.epoch = static_cast<int64_t>(meta_int(h, "epoch", path));
+  m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
+  m.step = meta_int(h, "step", path);
+  m.seed = meta_int(h, "seed", path);
+  return m;
+}
+
+}  // namespace
+
+NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer) {
+  NamedTensors out;
+  for (Param* p : graph.params()) out.emplace_back(p->name, p->value);
+  for (auto& s : optimizer.state()) out.push_back(s);
+  return out;
+}
+
+void write_checkpoint(const std::string& path, const NamedTensors& tensors,
+                      const CheckpointMeta& meta) {
+  std::string header = "{";
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    std::string dims;
+    for (int64_t d : t.shape().dims()) dims += fmt::format("{}{}", dims.empty() ? "" : ",", d);
+    header += fmt::format("{}:{{\"dtype\":\"F32\",\"shape\":[{}],\"data_offsets\":[{},{}]}},",
+                          json_string(name), dims, offset, offset + t.bytes());
+    offset += t.bytes();
+  }
+  header += "\"__metadata__\":{";
+  const std::vector<std::pair<std::string, std::string>> fields = {
+      {"format", "pt"},  // what other safetensors readers expect to find here
+      {"tandem_version", meta.version.empty() ? TANDEM_VERSION : meta.version},
+      {"config", meta.config_text},
+      {"device", meta.device},
+      {"epoch", std::to_string(meta.epoch)},
+      {"batch", std::to_string(meta.batch)},
+      {"step", std::to_string(meta.step)},
+      {"seed", std::to_string(meta.seed)}};
+  for (size_t i = 0; i < fields.size(); ++i)
+    header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
+                          json_string(fields[i].second));
+  header += "}}";
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+
+  const fs::path target(path);
+  const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
+  auto fail = [&](const std::string& what) {
+    std::remove(tmp.c_str());
+    throw CheckpointError(
+        fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(errno)),
+        "check that the folder exists, is writable and has free space");
+  };
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("cannot create " + tmp.string());
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+  bool ok = std::fwrite(len, 1, 8, f) == 8 &&
+            std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  std::vector<float> host;
+  for (const auto& [name, t] : tensors) {
+    if (!ok) break;
+    host.resize(static_cast<size_t>(t.numel()));
+    t.backend().download(host.data(), t);
+    ok = std::fwrite(host.data(), 4, host.size(), f) == host.size();
+  }
+  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  if (std::fclose(f) != 0) ok = false;
+  if (!ok) fail("writing failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the temporary file failed");
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) {
+  return meta_of(read_header(path), path);
+}
+
+CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
+  const Header h = read_header(path);
+  CheckpointMeta meta = meta_of(h, path);
+  std::map<std::string, const Entry*> by_name;
+  for (const Entry& e : h.entries) by_name[e.name] = &e;
+  std::vector<std::string> missing, extra, mismatched;
+  std::set<std::string> wanted;
+  for (const auto& [name, t] : tensors) {
+    wanted.insert(name);
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      missing.push_back(name);
+    else if (it->second->shape != t.shape())
+      mismatched.push_back(fmt::format("{} is {} in the file, {} in the model", name,
+                                       it->second->shape.str(), t.shape().str()));
+  }
+  for (const Entry& e : h.entries)
+    if (!wanted.count(e.name)) extra.push_back(e.name);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];
+    return v.size() > 5 ? s + fmt::format(" and {} more", v.size() - 5) : s;
+  };
+  const std::string hint = "resume with the config (and optimizer) the checkpoint was trained with";
+  if (!mismatched.empty())
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' does not fit the model: {}", path, list(mismatched)), hint);
+  if (!missing.empty())
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' lacks tensors the model has: {}", path, list(missing)), hint);
+  if (!extra.empty())
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' has tensors the model lacks: {}", path, list(extra)), hint);
+
+  // Everything fits: read all data to the host first, so a failed read leaves the model as it was.
+  std::ifstream in(path, std::ios::binary);
+  std::vector<std::vector<float>> data;
+  for (const auto& [name, t] : tensors) {
+    const Entry& e = *by_name[name];
+    data.emplace_back(static_cast<size_t>(t.numel()));
+    in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
+    if (!in.read(reinterpret_cast<char*>(data.back().data()),
+                 static_cast<std::streamsize>(e.end - e.begin)))
+      corrupt(path, "tensor '" + name + "' cannot be read");
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor& t = tensors[i].second;
+    t.backend().upload(t, data[i].data());
+  }
+  return meta;
+}
+
+void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
+                     const CheckpointMeta& meta) {
+  write_checkpoint(path, checkpoint_tensors(graph, optimizer), meta);
+}
+
+CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer) {
+  NamedTensors tensors = checkpoint_tensors(graph, optimizer);
+  CheckpointMeta meta = read_checkpoint(path, tensors);
+  optimizer.set_steps(static_cast<int64_t>(meta.step));
+  return meta;
+}
+
+std::string find_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return path;
+  fs::path best;
+  fs::file_time_type best_time;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const fs::path& p = entry.path();
+    if (p.extension() != ".safetensors" || p.filename().string().front() == '.') continue;
+    auto t = entry.last_write_time(ec);
+    if (best.empty() || t > best_time || (t == best_time && p > best)) {
+      best = p;
+      best_time = t;
+    }
+  }
+  if (best.empty())
+    throw CheckpointError(
+        fmt::format("folder '{}' holds no .safetensors checkpoint", path),
+        "give the checkpoint file itself, or the folder given to --checkpoint-dir");
+  return best.string();
+}
+
+}  // namespace tandem

@@ -1,0 +1,56 @@
+// Checkpoints: parameters, optimizer state and the run's position in one .safetensors file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace tandem {
+
+class Graph;
+class Optimizer;
+
+struct CheckpointMeta {
+  std::string config_text;  // the config file as it was trained
+  std::string device;       // the device label that wrote it ("cpu", "gpu:1")
+  std::string version;      // TANDEM_VERSION of the writer
+  int64_t epoch = 0;        // epochs completed
+  int64_t batch = 0;        // batches done of the next epoch (a run stopped mid-epoch); else 0
+  uint64_t step = 0;        // training steps done
+  uint64_t seed = 0;
+};
+
+// Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the
+// storage, so reading into them fills the graph's and the optimizer's own tensors.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// Every parameter of the graph, then every optimizer state tensor.
+NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer);
+
+// Writes the tensors (downloaded from their backends) and the metadata atomically: a temporary
+// file in the same folder, synced, then renamed over `path`.
+void write_checkpoint(const std::string& path, const NamedTensors& tensors,
+                      const CheckpointMeta& meta);
+
+// Reads and checks a checkpoint's header only (no tensors): throws CheckpointError.
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+// Checks everything first (file size, header, names, shapes, dtypes, engine major version), then
+// uploads each tensor into its match; throws CheckpointError naming what differs, and then
+// leaves every tensor as it was.
+CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors);
+
+// Writes a run's parameters and optimizer state.
+void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
+                     const CheckpointMeta& meta);
+// Loads them (all or nothing) and the optimizer's step count; returns the metadata.
+CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer);
+
+// The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time),
+// or the file itself when `path` is a file; throws CheckpointError when there is none.
+std::string find_checkpoint(const std::string& path);
+
+}  // namespace tandem

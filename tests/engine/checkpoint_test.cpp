@@ -1,0 +1,220 @@
+// Checkpoint files: round trip, the format read by an independent parser, and refused files.
+#include "engine/checkpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+
+namespace tandem {
+namespace {
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_all(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+struct Tensors {
+  std::unique_ptr<Backend> backend = create_backend("cpu", {});
+  NamedTensors named;
+  void add(const std::string& name, Shape shape, float base) {
+    Tensor t(*backend, shape);
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = base + 0.25f * static_cast<float>(i);
+    backend->upload(t, v.data());
+    named.emplace_back(name, t);
+  }
+  std::vector<float> values(size_t k) {
+    std::vector<float> v(static_cast<size_t>(named[k].second.numel()));
+    backend->download(v.data(), named[k].second);
+    return v;
+  }
+};
+
+Tensors model_tensors() {
+  Tensors t;
+  t.add("conv2d_1.weight", Shape{2, 1, 3, 3}, 1.0f);
+  t.add("conv2d_1.bias", Shape{2}, -3.0f);
+  t.add("optimizer.conv2d_1.weight.velocity", Shape{2, 1, 3, 3}, 0.5f);
+  t.add("optimizer.conv2d_1.bias.velocity", Shape{2}, 7.0f);
+  return t;
+}
+
+CheckpointMeta some_meta() {
+  CheckpointMeta m;
+  m.config_text = "name: \"tiny\"\nlayers:\n  - dense: {units: 3}\t# tab\\backslash\n";
+  m.device = "cpu:2";
+  m.epoch = 3;
+  m.batch = 5;
+  m.step = 123456789012ULL;
+  m.seed = 42;
+  return m;
+}
+
+void expect_refused(const std::string& path, NamedTensors& into, const std::string& needle) {
+  try {
+    read_checkpoint(path, into);
+    FAIL() << "expected a CheckpointError containing '" << needle << "'";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(e.cause().find(needle), std::string::npos) << e.cause();
+    EXPECT_NE(e.cause().find(path), std::string::npos) << e.cause();
+    EXPECT_FALSE(e.hint().empty());
+    EXPECT_EQ(e.code(), ExitCode::kCheckpoint);
+  }
+}
+
+TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("round_trip.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+
+  Tensors dst = model_tensors();
+  for (auto& [name, t] : dst.named) dst.backend->fill(t, 0.f);
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  for (size_t k = 0; k < src.named.size(); ++k) EXPECT_EQ(dst.values(k), src.values(k)) << k;
+  const CheckpointMeta want = some_meta();
+  EXPECT_EQ(m.config_text, want.config_text);
+  EXPECT_EQ(m.device, want.device);
+  EXPECT_EQ(m.epoch, want.epoch);
+  EXPECT_EQ(m.batch, want.batch);
+  EXPECT_EQ(m.step, want.step);
+  EXPECT_EQ(m.seed, want.seed);
+  EXPECT_EQ(m.version, TANDEM_VERSION);
+  EXPECT_EQ(read_checkpoint_meta(path).step, want.step);
+  EXPECT_FALSE(std::filesystem::exists(temp_path(".round_trip.safetensors.tmp")));
+}
+
+// A deliberately separate reader of the format: length, JSON offsets, dtype, sizes.
+TEST(Checkpoint, FileFollowsTheSafetensorsLayout) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("layout.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  const std::string bytes = read_all(path);
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
+  ASSERT_LE(8 + len, bytes.size());
+  const std::string header = bytes.substr(8, len);
+  EXPECT_EQ(header.front(), '{');
+  const size_t data_size = bytes.size() - 8 - len;
+
+  uint64_t expect_begin = 0;
+  for (size_t k = 0; k < src.named.size(); ++k) {
+    const auto& [name, t] = src.named[k];
+    const size_t at = header.find("\"" + name + "\":");
+    ASSERT_NE(at, std::string::npos) << name;
+    const size_t obj_end = header.find('}', at);
+    const std::string obj = header.substr(at, obj_end - at);
+    EXPECT_NE(obj.find("\"dtype\":\"F32\""), std::string::npos) << obj;
+    const size_t off = obj.find("\"data_offsets\":[");
+    ASSERT_NE(off, std::string::npos) << obj;
+    uint64_t b = 0, e = 0;
+    ASSERT_EQ(std::sscanf(obj.c_str() + off, "\"data_offsets\":[%lu,%lu]", &b, &e), 2) << obj;
+    EXPECT_EQ(b, expect_begin) << name << ": offsets are contiguous";
+    EXPECT_EQ(e - b, 4u * static_cast<uint64_t>(t.numel())) << name;
+    expect_begin = e;
+    // The stored bytes are the tensor's little-endian floats.
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    std::memcpy(v.data(), bytes.data() + 8 + len + b, e - b);
+    EXPECT_EQ(v, src.values(k)) << name;
+  }
+  EXPECT_EQ(expect_begin, data_size);
+  EXPECT_NE(header.find("\"__metadata__\":{"), std::string::npos);
+  EXPECT_NE(header.find("\"seed\":\"42\""), std::string::npos);
+  EXPECT_NE(header.find("\"epoch\":\"3\""), std::string::npos);
+}
+
+TEST(Checkpoint, TruncatedFileIsRefusedAndLeavesTensorsAlone) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("truncated.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  std::string bytes = read_all(path);
+  write_all(path, bytes.substr(0, bytes.size() - 4));
+  Tensors dst = model_tensors();
+  for (auto& [name, t] : dst.named) dst.backend->fill(t, 9.f);
+  expect_refused(path, dst.named, "data section has");
+  for (size_t k = 0; k < dst.named.size(); ++k)
+    for (float v : dst.values(k)) ASSERT_EQ(v, 9.f) << "no tensor is half loaded";
+
+  write_all(path, bytes.substr(0, 5));
+  expect_refused(path, dst.named, "fewer than the 8 of the header length");
+  write_all(path, bytes.substr(0, 40));
+  expect_refused(path, dst.named, "header claims");
+}
+
+TEST(Checkpoint, CorruptHeaderIsRefused) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("corrupt.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  std::string bytes = read_all(path);
+  bytes[8] = '[';
+  bytes[20] = '}';
+  write_all(path, bytes);
+  expect_refused(path, src.named, "not valid JSON");
+}
+
+TEST(Checkpoint, WrongShapeIsRefusedNamingTheTensor) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("shape.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  Tensors other;
+  other.add("conv2d_1.weight", Shape{4, 1, 3, 3}, 0.f);
+  other.add("conv2d_1.bias", Shape{2}, 0.f);
+  other.add("optimizer.conv2d_1.weight.velocity", Shape{2, 1, 3, 3}, 0.f);
+  other.add("optimizer.conv2d_1.bias.velocity", Shape{2}, 0.f);
+  expect_refused(path, other.named,
+                 "conv2d_1.weight is [2, 1, 3, 3] in the file, [4, 1, 3, 3] in the model");
+}
+
+TEST(Checkpoint, MissingAndExtraTensorsAreRefused) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("missing.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  Tensors more = model_tensors();
+  more.add("dense_2.weight", Shape{3, 3}, 0.f);
+  expect_refused(path, more.named, "lacks tensors the model has: dense_2.weight");
+  Tensors fewer = model_tensors();
+  fewer.named.pop_back();
+  expect_refused(path, fewer.named,
+                 "has tensors the model lacks: optimizer.conv2d_1.bias.velocity");
+}
+
+TEST(Checkpoint, OtherMajorVersionIsRefused) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("version.safetensors");
+  CheckpointMeta m = some_meta();
+  m.version = "99.0.0";
+  write_checkpoint(path, src.named, m);
+  expect_refused(path, src.named, "another major version");
+}
+
+TEST(Checkpoint, NewestInAFolderIsFound) {
+  const std::string dir = temp_path("ckpt_dir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  EXPECT_THROW(find_checkpoint(dir), CheckpointError);
+  Tensors src = model_tensors();
+  write_checkpoint(dir + "/epoch-1.safetensors", src.named, some_meta());
+  write_checkpoint(dir + "/epoch-2.safetensors", src.named, some_meta());
+  std::filesystem::last_write_time(
+      dir + "/epoch-1.safetensors",
+      std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-2.safetensors");
+  EXPECT_EQ(find_checkpoint(dir + "/epoch-1.safetensors"), dir + "/epoch-1.safetensors");
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,368 @@
+// Checkpoints of training runs: written every few epochs and pruned, resumed bit for bit, and
+// written on Ctrl-C.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "datasets/dataset.h"
+#include "engine/backend_registry.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "engine/layer_registry.h"
+#include "engine/trainer.h"
+#include "tests/tools/cli_util.h"
+#include "tools/app.h"
+
+namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string small_config(const std::string& extra_train = "") {
+  return test::write_temp_file("checkpoint_run.yaml", R"(name: ckpt_small
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 4, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
+train:
+  epochs: 3
+  batch_size: 32
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+  seed: 5
+)" + extra_train);
+}
+
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(CheckpointRun, EveryEpochIntoTheFolderKeepingTheNewest) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_every");
+  RunRequest r;
+  r.config_path = small_config("  checkpoint: {dir: " + dir + ", every: 1, keep: 2}\n");
+  r.quiet = true;
+  ASSERT_EQ(run_train(r), 0);
+  EXPECT_EQ(files_in(dir), (std::set<std::string>{"epoch-2.safetensors", "epoch-3.safetensors"}));
+  CheckpointMeta m = read_checkpoint_meta(dir + "/epoch-3.safetensors");
+  EXPECT_EQ(m.epoch, 3);
+  EXPECT_EQ(m.step, 24u);  // 8 batches of 32 per epoch
+  EXPECT_EQ(m.seed, 5u);
+  EXPECT_EQ(m.device, "cpu");
+  EXPECT_NE(m.config_text.find("name: ckpt_small"), std::string::npos);
+}
+
+TEST(CheckpointRun, CheckpointDirFlagAndEveryTwoEpochs) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_flag");
+  RunRequest r;
+  r.config_path = small_config("  checkpoint: {every: 2}\n");
+  r.checkpoint_dir = dir;
+  r.epochs = 4;
+  r.quiet = true;
+  ASSERT_EQ(run_train(r), 0);
+  EXPECT_EQ(files_in(dir), (std::set<std::string>{"epoch-2.safetensors", "epoch-4.safetensors"}));
+}
+
+// One training run in-process, as the trainer does it, on `threads` CPU threads.
+struct InProcessRun {
+  Config config;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Loss> loss;
+  DataSplits data;
+
+  explicit InProcessRun(int threads) : config(load_config(small_config())) {
+    register_everything();
+    BackendOptions o;
+    o.threads = threads;
+    backend = create_backend("cpu", o);
+    graph = std::make_unique<Graph>(config);
+    loss = make_loss(config.loss);
+    data = load_data(config.data, config.input, static_cast<int>(graph->classes()));
+    graph->allocate(*backend, config.train.batch_size, config.train.seed);
+  }
+  TrainResult train(TrainOptions options) {
+    options.progress = false;
+    Batcher train_src(data.train, config.train.batch_size, true, config.train.seed, {}, {});
+    return tandem::train(config, *graph, *loss, *backend, train_src, nullptr, options);
+  }
+};
+
+// Stops after `steps` steps, writing the checkpoint there; returns its position.
+TrainPosition stop_and_save(const std::string& path, uint64_t steps) {
+  InProcessRun run(2);
+  TrainPosition saved;
+  TrainOptions options;
+  uint64_t done = 0;
+  options.stop = [&] { return ++done == steps; };
+  options.on_checkpoint = [&](TrainStep& step, const TrainPosition& at) {
+    if (done != steps) return;
+    CheckpointMeta meta;
+    meta.epoch = at.epoch;
+    meta.batch = at.batch;
+    meta.step = at.step;
+    meta.seed = run.config.train.seed;
+    save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    saved = at;
+  };
+  TrainResult r = run.train(options);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.step_losses.size(), steps);
+  return saved;
+}
+
+std::vector<double> resume(const std::string& path, const TrainPosition& at) {
+  InProcessRun run(2);
+  TrainOptions options;
+  options.start = at;
+  options.on_start = [&](TrainStep& step) {
+    restore_checkpoint(path, step.graph(), step.optimizer());
+  };
+  return run.train(options).step_losses;
+}
+
+TEST(Resume, AtAnEpochBoundaryEqualsAnUninterruptedRunBitForBit) {
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  ASSERT_EQ(whole.size(), 24u);
+  const std::string path = ::testing::TempDir() + "resume_boundary.safetensors";
+  const TrainPosition at = stop_and_save(path, 8);  // the last step of epoch 1
+  EXPECT_EQ(at.epoch, 1);
+  EXPECT_EQ(at.batch, 0);
+  EXPECT_EQ(at.step, 8u);
+  const std::vector<double> rest = resume(path, at);
+  ASSERT_EQ(rest.size(), 16u);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], whole[8 + i]) << "step " << 8 + i;
+}
+
+TEST(Resume, MidEpochEqualsAnUninterruptedRunBitForBit) {
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  const std::string path = ::testing::TempDir() + "resume_mid.safetensors";
+  const TrainPosition at = stop_and_save(path, 11);
+  EXPECT_EQ(at.epoch, 1);
+  EXPECT_EQ(at.batch, 3);
+  const std::vector<double> rest = resume(path, at);
+  ASSERT_EQ(rest.size(), 13u);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_EQ(rest[i], whole[11 + i]) << "step " << 11 + i;
+}
+
+TEST(Resume, WithoutTheOptimizerStateDiverges) {
+  // The check above would pass vacuously if the state did not matter: with momentum it does.
+  const std::vector<double> whole = InProcessRun(2).train({}).step_losses;
+  const std::string path = ::testing::TempDir() + "resume_nostate.safetensors";
+  const TrainPosition at = stop_and_save(path, 8);
+  InProcessRun run(2);
+  TrainOptions options;
+  options.start = at;
+  options.on_start = [&](TrainStep& step) {
+    restore_checkpoint(path, step.graph(), step.optimizer());
+    for (auto& [name, t] : step.optimizer().state()) run.backend->fill(t, 0.f);
+  };
+  const std::vector<double> rest = run.train(options).step_losses;
+  EXPECT_NE(rest[1], whole[9]);
+}
+
+TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_resume");
+  const std::string metrics = ::testing::TempDir() + "ckpt_resume.jsonl";
+  RunRequest first;
+  first.config_path = small_config();
+  first.checkpoint_dir = dir;
+  first.epochs = 2;
+  first.quiet = true;
+  ASSERT_EQ(run_train(first), 0);
+  RunRequest again = first;
+  again.checkpoint_dir.clear();
+  again.resume = dir;
+  again.epochs = 3;
+  again.metrics_path = metrics;
+  ASSERT_EQ(run_train(again), 0);
+  std::ifstream in(metrics);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 1u) << "only epoch 3 is left";
+  EXPECT_NE(lines[0].find("\"epoch\": 3"), std::string::npos) << lines[0];
+}
+
+TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
+  register_everything();
+  const std::string dir = fresh_dir("ckpt_refuse");
+  RunRequest first;
+  first.config_path = small_config();
+  first.checkpoint_dir = dir;
+  first.quiet = true;
+  ASSERT_EQ(run_train(first), 0);
+  auto error_of = [](const RunRequest& r) -> std::string {
+    try {
+      run_train(r);
+    } catch (const CheckpointError& e) {
+      return e.cause() + " | " + e.hint();
+    }
+    return "";
+  };
+  RunRequest r = first;
+  r.resume = dir + "/epoch-3.safetensors";
+  EXPECT_NE(error_of(r).find("has already trained 3 epochs of the 3 asked"), std::string::npos);
+  r.epochs = 4;
+  r.devices = {"cpu:1", "cpu:2"};
+  EXPECT_THROW(run_train(r), UsageError) << "one run resumes on one device";
+  r.devices = {"cpu"};
+  r.seed = 6;
+  EXPECT_NE(error_of(r).find("trained with seed 5, this run has seed 6"), std::string::npos);
+  r.seed.reset();
+  r.config_path = test::write_temp_file("checkpoint_other.yaml", R"(name: other
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 8, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
+train: {epochs: 4, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+)");
+  EXPECT_NE(
+      error_of(r).find("conv2d_1.weight is [4, 1, 3, 3] in the file, [8, 1, 3, 3] in the model"),
+      std::string::npos);
+}
+
+TEST(CheckpointRun, WrittenOnTheCpuLoadsOnTheGpu) {
+  register_everything();
+  std::unique_ptr<Backend> gpu;
+  try {
+    gpu = create_backend("gpu", {});
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no usable GPU: " << e.cause();
+  }
+  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
+  std::vector<float> values(30);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 3.f;
+  Tensor src(*cpu, Shape{5, 6});
+  cpu->upload(src, values.data());
+  const std::string path = ::testing::TempDir() + "cross_device.safetensors";
+  write_checkpoint(path, {{"dense_1.weight", src}}, {});
+  NamedTensors dst = {{"dense_1.weight", Tensor(*gpu, Shape{5, 6})}};
+  gpu->fill(dst[0].second, 0.f);
+  read_checkpoint(path, dst);
+  std::vector<float> back(values.size());
+  gpu->download(back.data(), dst[0].second);
+  EXPECT_EQ(back, values);
+}
+
+// Starts the built trainer, waits for its device table (printed after the signal handlers are
+// installed), lets it train about a second, sends `sig`; returns its exit status and output.
+test::CliResult interrupt_trainer(const std::string& args, int sig, const std::string& cwd = ".") {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, "pipe failed"};
+  const std::string cmd = "cd '" + cwd + "' && exec " + std::string(TANDEM_TRAINER) + " " + args;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  bool sent = false;
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<size_t>(n));
+    if (!sent && out.find("Device") != std::string::npos) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      kill(pid, sig);
+      sent = true;
+    }
+  }
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// Trains for a minute or so unless stopped.
+std::string long_config() {
+  return test::write_temp_file("checkpoint_long.yaml", R"(name: ckpt_long
+input: {shape: [3, 32, 32]}
+layers:
+  - conv2d: {filters: 32, kernel: 5, padding: 2}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 2048, test_size: 64, seed: 3}
+train: {epochs: 200, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+)");
+}
+
+// The checkpoint the trainer said it wrote, which must then resume.
+void expect_resumable_checkpoint(const std::string& out, const std::string& dir) {
+  const size_t at = out.find("checkpoint: " + dir + "/");
+  ASSERT_NE(at, std::string::npos) << out;
+  const size_t begin = at + std::string("checkpoint: ").size();
+  const std::string path = out.substr(begin, out.find(' ', begin) - begin);
+  const CheckpointMeta m = read_checkpoint_meta(path);
+  EXPECT_GT(m.step, 0u);
+  register_everything();
+  RunRequest r;
+  r.config_path = long_config();
+  r.resume = path;
+  r.epochs = m.epoch + 1;
+  r.quiet = true;
+  EXPECT_EQ(run_train(r), 0);
+}
+
+TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
+  const std::string dir = fresh_dir("ckpt_sigint");
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
+                             SIGINT);
+  ASSERT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("stopped by SIGINT at step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--resume " + dir + "/epoch-"), std::string::npos) << r.out;
+  expect_resumable_checkpoint(r.out, dir);
+}
+
+TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
+  const std::string dir = fresh_dir("ckpt_sigterm");
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
+                             SIGTERM);
+  ASSERT_EQ(r.status, 143) << r.out;
+  EXPECT_NE(r.out.find("stopped by SIGTERM"), std::string::npos) << r.out;
+  expect_resumable_checkpoint(r.out, dir);
+}
+
+TEST(TrainerSignals, WithoutACheckpointFolderCtrlCWritesUnderRuns) {
+  const std::string cwd = fresh_dir("ckpt_cwd");
+  fs::create_directories(cwd);
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1", SIGINT, cwd);
+  ASSERT_EQ(r.status, 130) << r.out;
+  ASSERT_NE(r.out.find("checkpoint: runs/ckpt_long/epoch-"), std::string::npos) << r.out;
+  const std::string dir = cwd + "/runs/ckpt_long";
+  ASSERT_EQ(files_in(dir).size(), 1u);
+  EXPECT_GT(read_checkpoint_meta(find_checkpoint(dir)).step, 0u);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,106 @@
+// A training run's checkpoints: file names, pruning, and what the user is told.
+#include "tools/checkpoints.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/error.h"
+
+namespace tandem {
+namespace fs = std::filesystem;
+namespace {
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_label,
+                               bool per_device_folder, bool quiet)
+    : cfg_(config.train.checkpoint),
+      device_(device_label),
+      config_text_(file_text(config.file)),
+      seed_(config.train.seed),
+      quiet_(quiet) {
+  fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
+  if (per_device_folder) {
+    std::string sub = device_label;
+    std::replace(sub.begin(), sub.end(), ':', '-');
+    dir /= sub;
+  }
+  dir_ = dir.string();
+}
+
+void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stopping) {
+  const bool periodic = !cfg_.dir.empty() && at.batch == 0 && at.epoch % cfg_.every == 0;
+  if (!periodic && !stopping) return;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec)
+    throw CheckpointError(
+        fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
+        "pick a writable folder with --checkpoint-dir");
+  // A stop mid-epoch is named for the epoch it was in and the batches it had done.
+  const std::string name =
+      at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
+                    : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
+  CheckpointMeta meta;
+  meta.config_text = config_text_;
+  meta.device = device_;
+  meta.epoch = at.epoch;
+  meta.batch = at.batch;
+  meta.step = at.step;
+  meta.seed = seed_;
+  last_path_ = (fs::path(dir_) / name).string();
+  save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
+  if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
+  if (!cfg_.dir.empty()) prune();
+}
+
+void RunCheckpoints::prune() const {
+  if (cfg_.keep <= 0) return;
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with("epoch-") && e.path().extension() == ".safetensors")
+      files.emplace_back(e.last_write_time(ec), e.path());
+  }
+  std::sort(files.begin(), files.end(), std::greater<>());  // newest first
+  for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i)
+    fs::remove(files[i].second, ec);
+}
+
+void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet) {
+  const std::string file = find_checkpoint(path);
+  const CheckpointMeta meta = read_checkpoint_meta(file);
+  // The seed fixes every epoch's order and every dropout mask: another one would not continue.
+  if (meta.seed != config.train.seed)
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}", file,
+                    meta.seed, config.train.seed),
+        fmt::format("pass --seed {} (or drop --seed)", meta.seed));
+  if (meta.epoch >= config.train.epochs)
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,
+                    meta.epoch, meta.epoch == 1 ? "" : "s", config.train.epochs),
+        fmt::format("--epochs is the total: pass --epochs {} or more to train further",
+                    meta.epoch + 1));
+  options.start = {meta.epoch, meta.batch, meta.step};
+  options.on_start = [file](TrainStep& step) {
+    restore_checkpoint(file, step.graph(), step.optimizer());
+  };
+  if (!quiet)
+    fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device, meta.epoch + 1,
+               meta.step);
+}
+
+}  // namespace tandem

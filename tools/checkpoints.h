@@ -1,0 +1,36 @@
+// A training run's checkpoints: every few epochs into a folder (pruned), resuming, and Ctrl-C.
+#pragma once
+
+#include <string>
+
+#include "engine/checkpoint.h"
+#include "engine/config.h"
+#include "engine/trainer.h"
+
+namespace tandem {
+
+// Writes DIR/epoch-E.safetensors after every `every` epochs and keeps the newest `keep`; on a
+// stop (Ctrl-C) writes where the run stands, into DIR or runs/<config name>/ when no DIR is set.
+// In a run over several devices each device writes to its own sub-folder (DIR/cpu-2, DIR/gpu).
+class RunCheckpoints {
+ public:
+  RunCheckpoints(const Config& config, const std::string& device_label, bool per_device_folder,
+                 bool quiet);
+  // TrainOptions::on_checkpoint; `stopping` says the run ends here (a signal).
+  void write(TrainStep& step, const TrainPosition& at, bool stopping);
+  const std::string& last_path() const { return last_path_; }
+
+ private:
+  void prune() const;
+  CheckpointConfig cfg_;
+  std::string device_, dir_, config_text_;
+  uint64_t seed_;
+  bool quiet_;
+  std::string last_path_;
+};
+
+// --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
+// where the run starts and the restore of its weights and optimizer state; says so unless quiet.
+void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
+
+}  // namespace tandem
