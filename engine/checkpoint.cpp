@@ -341,6 +341,7 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
                     path, m.version, TANDEM_VERSION),
         "resume it with the tandem version that wrote it, or train from the start");
   m.config_text = text("config");
+  if (auto it = h.meta.find("config_file"); it != h.meta.end()) m.config_file = it->second;
   m.device = text("device");
   m.epoch = static_cast<int64_t>(meta_int(h, "epoch", path));
   m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
@@ -374,6 +375,7 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"format", "pt"},  // what other safetensors readers expect to find here
       {"tandem_version", meta.version.empty() ? TANDEM_VERSION : meta.version},
       {"config", meta.config_text},
+      {"config_file", meta.config_file},
       {"device", meta.device},
       {"epoch", std::to_string(meta.epoch)},
       {"batch", std::to_string(meta.batch)},

@@ -15,6 +15,7 @@ class Optimizer;
 
 struct CheckpointMeta {
   std::string config_text;  // the config file as it was trained
+  std::string config_file;  // its absolute path then (relative data paths resolve from there)
   std::string device;       // the device label that wrote it ("cpu", "gpu:1")
   std::string version;      // TANDEM_VERSION of the writer
   int64_t epoch = 0;        // epochs completed

@@ -28,6 +28,7 @@ struct RunRequest {
   bool log_placement = false;  // what ran each layer
   std::string checkpoint_dir;  // replaces train.checkpoint.dir
   std::string resume;          // a checkpoint file, or a folder (its newest)
+  std::string checkpoint;      // eval: the checkpoint file (or folder) to evaluate
   // bench
   std::vector<int64_t> batch_sizes;  // empty: the config's (or --batch-size)
   int steps = 20, warmup = 5;
@@ -54,5 +55,6 @@ int run_train(const RunRequest& request);
 int run_bench(const RunRequest& request);
 int run_devices(const RunRequest& request);
 int run_export_images(const RunRequest& request);  // tools/export_images.cpp
+int run_eval(const RunRequest& request);           // tools/eval.cpp
 
 }  // namespace tandem

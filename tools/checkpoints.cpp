@@ -28,6 +28,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
     : cfg_(config.train.checkpoint),
       device_(device_label),
       config_text_(file_text(config.file)),
+      config_file_(fs::absolute(config.file).string()),
       seed_(config.train.seed),
       quiet_(quiet) {
   fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
@@ -54,6 +55,7 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
                     : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
   CheckpointMeta meta;
   meta.config_text = config_text_;
+  meta.config_file = config_file_;
   meta.device = device_;
   meta.epoch = at.epoch;
   meta.batch = at.batch;

@@ -23,7 +23,7 @@ class RunCheckpoints {
  private:
   void prune() const;
   CheckpointConfig cfg_;
-  std::string device_, dir_, config_text_;
+  std::string device_, dir_, config_text_, config_file_;
   uint64_t seed_;
   bool quiet_;
   std::string last_path_;

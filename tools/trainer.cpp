@@ -19,6 +19,8 @@ usage:
   trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
   trainer devices                                      what this machine has
   trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
+  trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]
+                                                       test loss, accuracy, per class, confusion matrix
                                                        write the data set as PNG image folders
   trainer --help | --version
 
@@ -97,7 +99,7 @@ int run(int argc, char** argv) {
   std::string command = "train";
   size_t i = 0;
   if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train" ||
-                        args[0] == "export-images")) {
+                        args[0] == "export-images" || args[0] == "eval")) {
     command = args[0];
     i = 1;
   }
@@ -160,6 +162,8 @@ int run(int argc, char** argv) {
       r.warmup = parse_int(a, value());
     } else if (command == "bench" && a == "--json") {
       r.json = true;
+    } else if (command == "eval" && a == "--checkpoint") {
+      r.checkpoint = value();
     } else if (command == "export-images" && a == "--out") {
       r.out_dir = value();
     } else if (command == "export-images" && a == "--limit-per-class") {
@@ -175,6 +179,7 @@ int run(int argc, char** argv) {
   if (command == "devices") return tandem::run_devices(r);
   if (command == "bench") return tandem::run_bench(r);
   if (command == "export-images") return tandem::run_export_images(r);
+  if (command == "eval") return tandem::run_eval(r);
   return tandem::run_train(r);
 }
 

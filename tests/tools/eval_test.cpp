@@ -1,0 +1,69 @@
+// trainer eval: a checkpoint's test loss and accuracy equal the run's last epoch; per-class table
+// and confusion matrix; bad checkpoints refused.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "tests/tools/cli_util.h"
+
+namespace tandem {
+namespace {
+
+using test::run_trainer;
+
+std::string eval_config() {
+  return test::write_temp_file("eval_small.yaml", R"(name: eval_small
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 16}
+  - relu
+  - dense: {units: 3}
+data: {format: synthetic, classes: 3, train_size: 96, test_size: 60, seed: 2}
+train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4}
+)");
+}
+
+TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
+  const std::string dir = ::testing::TempDir() + "eval_ckpt";
+  std::filesystem::remove_all(dir);
+  auto train = run_trainer("--config " + eval_config() + " --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(train.status, 0) << train.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(train.out, m, std::regex(R"(test accuracy ([0-9.]+)% \(loss ([0-9.]+)\))")))
+      << train.out;
+  auto eval = run_trainer("eval --checkpoint " + dir);
+  ASSERT_EQ(eval.status, 0) << eval.out;
+  EXPECT_NE(eval.out.find("epoch-2.safetensors (epoch 2, step 12, trained on cpu"), std::string::npos)
+      << eval.out;
+  EXPECT_NE(eval.out.find("loss " + m[2].str() + "  accuracy " + m[1].str() + "%"), std::string::npos)
+      << eval.out;
+  EXPECT_NE(eval.out.find("Per class:"), std::string::npos);
+  EXPECT_NE(eval.out.find("true \\ predicted"), std::string::npos);
+  // The confusion matrix's rows hold every test sample once: 60 in all.
+  std::smatch row;
+  int64_t total = 0;
+  std::string rest = eval.out.substr(eval.out.find("Confusion matrix"));
+  std::regex line(R"(\n([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+))");
+  for (auto it = std::sregex_iterator(rest.begin(), rest.end(), line); it != std::sregex_iterator(); ++it)
+    total += std::stoll((*it)[2]) + std::stoll((*it)[3]) + std::stoll((*it)[4]);
+  EXPECT_EQ(total, 60) << eval.out;
+}
+
+TEST(Eval, ACorruptCheckpointIsRefusedWithExitSeven) {
+  const std::string path = test::write_temp_file("eval_bad.safetensors", "not a checkpoint at all");
+  auto r = run_trainer("eval --checkpoint " + path);
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("eval_bad.safetensors"), std::string::npos) << r.out;
+}
+
+TEST(Eval, NeedsACheckpoint) {
+  auto r = run_trainer("eval");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--checkpoint FILE"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tandem

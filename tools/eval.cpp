@@ -1,0 +1,118 @@
+// trainer eval: a checkpoint's loss, accuracy, per-class accuracy and confusion matrix on the
+// test split, on any device (the weights are host-side in the file).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "datasets/dataset.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/optimizer.h"
+#include "engine/progress.h"
+#include "engine/report.h"
+#include "tools/app.h"
+
+namespace tandem {
+
+int run_eval(const RunRequest& r) {
+  if (r.checkpoint.empty())
+    throw UsageError("eval needs a checkpoint", "pass --checkpoint FILE (or a folder: its newest)");
+  const std::string path = find_checkpoint(r.checkpoint);
+  const CheckpointMeta meta = read_checkpoint_meta(path);
+  // The model: --config, else the config the checkpoint was trained with (its relative paths
+  // resolve from where that file was, then from the working directory).
+  RunRequest q = r;
+  Config config;
+  if (!r.config_path.empty()) {
+    config = load_config_with_overrides(q);
+  } else {
+    const std::string file = meta.config_file.empty()
+                                 ? (std::filesystem::path(path).parent_path() / "config.yaml").string()
+                                 : meta.config_file;
+    config = parse_config(meta.config_text, file);
+    if (r.data) set_data_path(config.data, *r.data);
+    if (r.batch_size) config.train.batch_size = *r.batch_size;
+    if (r.threads) config.train.threads = *r.threads;
+  }
+  Graph graph(config);
+  const int64_t classes = graph.classes();
+  DataSplits data;
+  try {
+    data = load_data(config.data, config.input, static_cast<int>(classes));
+  } catch (const DataError& e) {
+    throw DataError(e.cause(), e.hint() + (e.hint().empty() ? "" : "; ") +
+                                   "give the data with --data DIR, or the config with --config FILE");
+  }
+  const Dataset& test = data.test.size() > 0 ? data.test : data.train;
+
+  const DeviceSpec device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
+  std::unique_ptr<Backend> backend = create_backend(device.backend, backend_options(config, device));
+  const int64_t batch = config.train.batch_size;
+  graph.allocate(*backend, batch, config.train.seed);
+  Optimizer optimizer(config.train.optimizer, graph.params(), *backend);
+  restore_checkpoint(path, graph, optimizer);  // all or nothing
+
+  Batcher src(test, batch, false, config.train.seed, config.data.mean, config.data.std);
+  const int64_t sample = graph.input_shape().numel();
+  std::vector<float> images(static_cast<size_t>(batch * sample));
+  std::vector<float> logits(static_cast<size_t>(batch * classes));
+  std::vector<int32_t> labels(static_cast<size_t>(batch));
+  std::vector<int64_t> confusion(static_cast<size_t>(classes * classes), 0);  // [true][predicted]
+  double loss_sum = 0;
+  int64_t seen = 0, correct = 0;
+  Context ctx{*backend, false, config.train.seed, 0};
+  src.start_epoch(0);
+  for (int64_t b = 0; b < src.batches_per_epoch(); ++b) {
+    const int64_t n = src.fill(b, images.data(), labels.data());
+    Tensor x = graph.input().prefix(n);
+    backend->upload(x, images.data());
+    Tensor out = graph.forward(ctx, n);
+    backend->download(logits.data(), out);
+    for (int64_t k = 0; k < n; ++k) {
+      const float* z = logits.data() + k * classes;
+      const int64_t pred = std::max_element(z, z + classes) - z;
+      const double top = z[pred];
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(z[c]) - top);
+      loss_sum += std::log(sum) + top - z[labels[k]];  // softmax cross-entropy, stable
+      ++confusion[static_cast<size_t>(labels[k] * classes + pred)];
+      correct += pred == labels[k];
+    }
+    seen += n;
+  }
+  if (seen == 0) throw DataError("the test split of " + test.name + " is empty");
+
+  auto name_of = [&](int64_t c) {
+    return c < static_cast<int64_t>(test.class_names.size()) ? test.class_names[c] : std::to_string(c);
+  };
+  fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} samples\n", path,
+             meta.epoch, meta.step, meta.device, meta.version, device.label, test.name,
+             format_count(static_cast<double>(seen)));
+  fmt::print("loss {:.4f}  accuracy {:.2f}% ({} of {})\n\n", loss_sum / static_cast<double>(seen),
+             100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
+  std::vector<Row> per_class;
+  Row header{"true \\ predicted"};
+  for (int64_t c = 0; c < classes; ++c) header.push_back(name_of(c));
+  std::vector<Row> matrix;
+  for (int64_t t = 0; t < classes; ++t) {
+    int64_t total = 0;
+    Row row{name_of(t)};
+    for (int64_t p = 0; p < classes; ++p) {
+      const int64_t v = confusion[static_cast<size_t>(t * classes + p)];
+      total += v;
+      row.push_back(std::to_string(v));
+    }
+    matrix.push_back(row);
+    const int64_t hit = confusion[static_cast<size_t>(t * classes + t)];
+    per_class.push_back({name_of(t), std::to_string(total),
+                         total ? fmt::format("{:.2f}%", 100.0 * hit / total) : std::string("-")});
+  }
+  fmt::print("Per class:\n{}\nConfusion matrix (rows: true class, columns: predicted):\n{}",
+             format_table({"class", "samples", "accuracy"}, per_class), format_table(header, matrix));
+  return 0;
+}
+
+}  // namespace tandem
