@@ -172,7 +172,11 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
             fmt::format("the training loss became {} at step {} (epoch {}, batch {} of {})",
                         std::isnan(l) ? "NaN" : "infinite", global_step + 1, epoch + 1, b + 1,
                         batches),
-            fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10));
+            lr == config.train.optimizer.lr
+                ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
+                : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
+                              "{:g}; try --lr {:g} or a gentler schedule)",
+                              lr, config.train.optimizer.lr, config.train.optimizer.lr / 10));
       }
       ++global_step;
       result.step_losses.push_back(l);

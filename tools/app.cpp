@@ -337,7 +337,13 @@ int run_train(const RunRequest& r) {
         options.on_placement = [&](const std::vector<LayerProfile>& rows) {
           print_placement(rows, *backend, run.device.label);
         };
-      run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+      try {
+        run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+      } catch (const NumericsError& e) {
+        if (checkpoints.last_path().empty()) throw;
+        throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
+                                           checkpoints.last_path() + " (--resume it with that --lr)");
+      }
       if (run.result.stopped) {
         fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
                    stop.name(), run.result.step_losses.size() + options.start.step, config.file,

@@ -67,3 +67,33 @@ TEST(Eval, NeedsACheckpoint) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// A learning rate that makes the loss explode: the run stops with exit 6, the step, the lowered
+// learning rate to try, and the last good checkpoint.
+TEST(NanLoss, StopsWithTheStepTheHintAndTheLastGoodCheckpoint) {
+  const std::string dir = ::testing::TempDir() + "nan_ckpt";
+  std::filesystem::remove_all(dir);
+  const std::string config = test::write_temp_file("nan.yaml", R"(name: nan
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 16}
+  - relu
+  - dense: {units: 3}
+data: {format: synthetic, classes: 3, train_size: 96, test_size: 16, seed: 2}
+train: {epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: 0.9}, seed: 4,
+        schedule: {type: step, step: 1, gamma: 1000}}
+)");
+  auto r = test::run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
+  EXPECT_EQ(r.status, 6) << r.out;
+  EXPECT_NE(r.out.find("error: the training loss became"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" at step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: lower the learning rate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the last good checkpoint is " + dir + "/epoch-"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tandem
