@@ -243,4 +243,15 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
   return d;
 }
 
+void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {
+  if (shape.rank() != 3)
+    throw DataError("the model takes flat input " + shape.str() + ", not images",
+                    "predict needs a model whose input is [C, H, W]");
+  const std::string e = decode(path, static_cast<int>(shape[0]), static_cast<int>(shape[1]),
+                               static_cast<int>(shape[2]), true, out);
+  if (!e.empty())
+    throw DataError("the image '" + path + "' " + e.substr(e.find(':') + 1),
+                    "give PNG, JPEG, BMP, GIF or TGA files");
+}
+
 }  // namespace tandem

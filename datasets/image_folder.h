@@ -25,4 +25,8 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
                           const std::vector<std::string>& known_classes = {});
 
+// Decodes one image file to `shape` (C,H,W) as uint8 CHW in `out`, converting channels and
+// resizing; throws DataError naming the file when it does not decode.
+void decode_image(const std::string& path, const Shape& shape, uint8_t* out);
+
 }  // namespace tandem

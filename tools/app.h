@@ -28,7 +28,9 @@ struct RunRequest {
   bool log_placement = false;  // what ran each layer
   std::string checkpoint_dir;  // replaces train.checkpoint.dir
   std::string resume;          // a checkpoint file, or a folder (its newest)
-  std::string checkpoint;      // eval: the checkpoint file (or folder) to evaluate
+  std::string checkpoint;      // eval, predict: the checkpoint file (or folder: its newest)
+  std::vector<std::string> inputs;  // predict: image files
+  int top_k = 3;                    // predict
   // bench
   std::vector<int64_t> batch_sizes;  // empty: the config's (or --batch-size)
   int steps = 20, warmup = 5;
@@ -56,5 +58,6 @@ int run_bench(const RunRequest& request);
 int run_devices(const RunRequest& request);
 int run_export_images(const RunRequest& request);  // tools/export_images.cpp
 int run_eval(const RunRequest& request);           // tools/eval.cpp
+int run_predict(const RunRequest& request);        // tools/predict.cpp
 
 }  // namespace tandem

@@ -21,6 +21,7 @@ usage:
   trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
   trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]
                                                        test loss, accuracy, per class, confusion matrix
+  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with probabilities
                                                        write the data set as PNG image folders
   trainer --help | --version
 
@@ -99,7 +100,8 @@ int run(int argc, char** argv) {
   std::string command = "train";
   size_t i = 0;
   if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train" ||
-                        args[0] == "export-images" || args[0] == "eval")) {
+                        args[0] == "export-images" || args[0] == "eval" ||
+                        args[0] == "predict")) {
     command = args[0];
     i = 1;
   }
@@ -162,8 +164,12 @@ int run(int argc, char** argv) {
       r.warmup = parse_int(a, value());
     } else if (command == "bench" && a == "--json") {
       r.json = true;
-    } else if (command == "eval" && a == "--checkpoint") {
+    } else if ((command == "eval" || command == "predict") && a == "--checkpoint") {
       r.checkpoint = value();
+    } else if (command == "predict" && a == "--top-k") {
+      r.top_k = parse_int(a, value());
+    } else if (command == "predict" && !a.empty() && a[0] != '-') {
+      r.inputs.push_back(a);
     } else if (command == "export-images" && a == "--out") {
       r.out_dir = value();
     } else if (command == "export-images" && a == "--limit-per-class") {
@@ -180,6 +186,7 @@ int run(int argc, char** argv) {
   if (command == "bench") return tandem::run_bench(r);
   if (command == "export-images") return tandem::run_export_images(r);
   if (command == "eval") return tandem::run_eval(r);
+  if (command == "predict") return tandem::run_predict(r);
   return tandem::run_train(r);
 }
 

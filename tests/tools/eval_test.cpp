@@ -97,3 +97,46 @@ train: {epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: 0
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(Predict, GivesTheTopClassesOfEachImage) {
+  const std::string dir = ::testing::TempDir() + "predict_ckpt";
+  std::filesystem::remove_all(dir);
+  auto train = test::run_trainer("--config " + test::source_path("configs/lenet_png.yaml") +
+                                 " --epochs 3 --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(train.status, 0) << train.out;
+  std::string images;
+  int count = 0;
+  for (const auto& e : std::filesystem::directory_iterator(
+           test::source_path("datasets/mnist-png-sample/test/1")))
+    images.append(" ").append(e.path().string()), ++count;
+  auto r = test::run_trainer("predict --checkpoint " + dir + " --top-k 3" + images);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::regex line(R"(\.png: (\S+) ([0-9.]+)%, (\S+) ([0-9.]+)%, (\S+) ([0-9.]+)%)");
+  int lines = 0, ones = 0;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it) {
+    ++lines;
+    ones += (*it)[1] == "1";
+    const double p1 = std::stod((*it)[2]), p2 = std::stod((*it)[4]), p3 = std::stod((*it)[6]);
+    EXPECT_GE(p1, p2);
+    EXPECT_GE(p2, p3);
+    EXPECT_LE(p1 + p2 + p3, 100.01);
+  }
+  EXPECT_EQ(lines, count) << r.out;
+  EXPECT_GE(ones, count * 6 / 10) << "most images of a 1 should be called 1:\n" << r.out;
+}
+
+TEST(Predict, ANonImageIsADataError) {
+  const std::string dir = ::testing::TempDir() + "predict_bad_ckpt";
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir).status, 0);
+  const std::string text = test::write_temp_file("not_an_image.png", "plain text");
+  auto r = test::run_trainer("predict --checkpoint " + dir + " " + text);
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("not_an_image.png"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tandem
