@@ -2,42 +2,25 @@
 // test split, on any device (the weights are host-side in the file).
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 
 #include "datasets/dataset.h"
-#include "engine/checkpoint.h"
 #include "engine/error.h"
-#include "engine/graph.h"
-#include "engine/optimizer.h"
 #include "engine/progress.h"
 #include "engine/report.h"
-#include "tools/app.h"
+#include "tools/checkpoint_model.h"
 
 namespace tandem {
 
 int run_eval(const RunRequest& r) {
-  if (r.checkpoint.empty())
-    throw UsageError("eval needs a checkpoint", "pass --checkpoint FILE (or a folder: its newest)");
-  const std::string path = find_checkpoint(r.checkpoint);
-  const CheckpointMeta meta = read_checkpoint_meta(path);
-  // The model: --config, else the config the checkpoint was trained with (its relative paths
-  // resolve from where that file was, then from the working directory).
-  RunRequest q = r;
-  Config config;
-  if (!r.config_path.empty()) {
-    config = load_config_with_overrides(q);
-  } else {
-    const std::string file = meta.config_file.empty()
-                                 ? (std::filesystem::path(path).parent_path() / "config.yaml").string()
-                                 : meta.config_file;
-    config = parse_config(meta.config_text, file);
-    if (r.data) set_data_path(config.data, *r.data);
-    if (r.batch_size) config.train.batch_size = *r.batch_size;
-    if (r.threads) config.train.threads = *r.threads;
-  }
-  Graph graph(config);
+  CheckpointModel m = load_checkpoint_model(r, "eval");
+  const std::string& path = m.path;
+  const CheckpointMeta& meta = m.meta;
+  const Config& config = m.config;
+  Graph& graph = *m.graph;
+  Backend& backend = *m.backend;
+  const DeviceSpec& device = m.device;
   const int64_t classes = graph.classes();
   DataSplits data;
   try {
@@ -48,13 +31,7 @@ int run_eval(const RunRequest& r) {
   }
   const Dataset& test = data.test.size() > 0 ? data.test : data.train;
 
-  const DeviceSpec device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
-  std::unique_ptr<Backend> backend = create_backend(device.backend, backend_options(config, device));
   const int64_t batch = config.train.batch_size;
-  graph.allocate(*backend, batch, config.train.seed);
-  Optimizer optimizer(config.train.optimizer, graph.params(), *backend);
-  restore_checkpoint(path, graph, optimizer);  // all or nothing
-
   Batcher src(test, batch, false, config.train.seed, config.data.mean, config.data.std);
   const int64_t sample = graph.input_shape().numel();
   std::vector<float> images(static_cast<size_t>(batch * sample));
@@ -63,14 +40,14 @@ int run_eval(const RunRequest& r) {
   std::vector<int64_t> confusion(static_cast<size_t>(classes * classes), 0);  // [true][predicted]
   double loss_sum = 0;
   int64_t seen = 0, correct = 0;
-  Context ctx{*backend, false, config.train.seed, 0};
+  Context ctx{backend, false, config.train.seed, 0};
   src.start_epoch(0);
   for (int64_t b = 0; b < src.batches_per_epoch(); ++b) {
     const int64_t n = src.fill(b, images.data(), labels.data());
     Tensor x = graph.input().prefix(n);
-    backend->upload(x, images.data());
+    backend.upload(x, images.data());
     Tensor out = graph.forward(ctx, n);
-    backend->download(logits.data(), out);
+    backend.download(logits.data(), out);
     for (int64_t k = 0; k < n; ++k) {
       const float* z = logits.data() + k * classes;
       const int64_t pred = std::max_element(z, z + classes) - z;

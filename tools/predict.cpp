@@ -7,24 +7,21 @@
 
 #include "datasets/dataset.h"
 #include "datasets/image_folder.h"
-#include "engine/checkpoint.h"
 #include "engine/error.h"
-#include "engine/graph.h"
-#include "engine/optimizer.h"
-#include "tools/app.h"
+#include "tools/checkpoint_model.h"
 
 namespace tandem {
 
 int run_predict(const RunRequest& r) {
-  if (r.checkpoint.empty() || r.inputs.empty())
-    throw UsageError("predict needs a checkpoint and images",
+  if (r.inputs.empty())
+    throw UsageError("predict needs images",
                      "trainer predict --checkpoint FILE image.png [more images]");
   if (r.top_k < 1) throw UsageError("--top-k must be at least 1");
-  const std::string path = find_checkpoint(r.checkpoint);
-  const CheckpointMeta meta = read_checkpoint_meta(path);
-  Config config = r.config_path.empty() ? parse_config(meta.config_text, meta.config_file)
-                                        : load_config_with_overrides(r);
-  Graph graph(config);
+  const int64_t n = static_cast<int64_t>(r.inputs.size());
+  CheckpointModel m = load_checkpoint_model(r, "predict", n);
+  const Config& config = m.config;
+  Graph& graph = *m.graph;
+  Backend& backend = *m.backend;
   const int64_t classes = graph.classes();
   // Class names from the data set when it is at hand; else the class indices.
   std::vector<std::string> names;
@@ -33,13 +30,6 @@ int run_predict(const RunRequest& r) {
   } catch (const DataError&) {
   }
   for (int64_t c = static_cast<int64_t>(names.size()); c < classes; ++c) names.push_back(std::to_string(c));
-
-  const DeviceSpec device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
-  std::unique_ptr<Backend> backend = create_backend(device.backend, backend_options(config, device));
-  const int64_t n = static_cast<int64_t>(r.inputs.size());
-  graph.allocate(*backend, n, config.train.seed);
-  Optimizer optimizer(config.train.optimizer, graph.params(), *backend);
-  restore_checkpoint(path, graph, optimizer);
 
   // Decoded like the training data, then normalised by the same Batcher.
   Dataset images;
@@ -55,9 +45,9 @@ int run_predict(const RunRequest& r) {
   std::vector<int32_t> unused(static_cast<size_t>(n));
   src.fill(0, x.data(), unused.data());
   Tensor input = graph.input().prefix(n);
-  backend->upload(input, x.data());
-  Context ctx{*backend, false, config.train.seed, 0};
-  backend->download(logits.data(), graph.forward(ctx, n));
+  backend.upload(input, x.data());
+  Context ctx{backend, false, config.train.seed, 0};
+  backend.download(logits.data(), graph.forward(ctx, n));
 
   const int64_t k = std::min<int64_t>(r.top_k, classes);
   for (int64_t i = 0; i < n; ++i) {

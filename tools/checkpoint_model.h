@@ -1,0 +1,31 @@
+// A checkpoint's model placed on a device, for trainer eval and predict.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "engine/checkpoint.h"
+#include "engine/config.h"
+#include "engine/graph.h"
+#include "tools/app.h"
+
+namespace tandem {
+
+struct CheckpointModel {
+  std::string path;  // the checkpoint file (the newest one when --checkpoint named a folder)
+  CheckpointMeta meta;
+  Config config;
+  DeviceSpec device;
+  std::unique_ptr<Backend> backend;  // declared before graph: the graph's tensors go first
+  std::unique_ptr<Graph> graph;
+};
+
+// Reads --checkpoint: the model of --config, else the config the checkpoint was trained with
+// (its relative paths resolve from where that file was, then from the working directory, and
+// --data, --batch-size, --threads apply), on the first --device, with the checkpoint's weights
+// (all or nothing), for batches of up to `max_batch` samples (0: the config's batch size).
+CheckpointModel load_checkpoint_model(const RunRequest& request, const std::string& command,
+                                      int64_t max_batch = 0);
+
+}  // namespace tandem
