@@ -347,9 +347,30 @@ namespace {
 constexpr size_t kStagingChunk = 16u << 20;  // larger transfers go through in chunks of this
 }
 
+std::shared_ptr<void> CudaBackend::allocate_host(size_t bytes) {
+  void* p = nullptr;
+  CUDA_CHECK_ALLOC(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault), bytes);
+  return {p, [](void* q) { cudaFreeHost(q); }};
+}
+
+namespace {
+bool is_pinned(const void* host) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, host) != cudaSuccess) {
+    cudaGetLastError();  // pageable memory on an old runtime: not an error worth keeping
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+}  // namespace
+
 void CudaBackend::upload(Tensor& dst, const void* host) {
   size_t n = dst.bytes();
   if (n == 0) return;
+  if (is_pinned(host)) {  // allocate_host memory: straight to the device, no staging copy
+    CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, n, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
   staging(std::min(n, kStagingChunk));
   auto* d = reinterpret_cast<char*>(dst.data());
   auto* h = static_cast<const char*>(host);

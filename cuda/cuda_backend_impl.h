@@ -85,6 +85,7 @@ class CudaBackend : public Backend {
   std::vector<std::string> placement_log() const override;
 
   std::shared_ptr<void> allocate(size_t bytes) override { return pool_->allocate(bytes); }
+  std::shared_ptr<void> allocate_host(size_t bytes) override;
   void upload(Tensor& dst, const void* host) override;
   void download(void* host, const Tensor& src) override;
   void fill(Tensor& t, float value) override;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,13 @@ class Backend {
   // --- memory ---
   // At least `bytes`, 64-byte aligned, freed when the last reference goes.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
+  // Host memory for batches on their way to this backend, 64-byte aligned: pinned on a GPU, so
+  // that an upload from it needs no staging copy. An upload from it may still be reading it until
+  // the next synchronize() or download(); from any other memory upload() has read it on return.
+  virtual std::shared_ptr<void> allocate_host(size_t bytes) {
+    return {::operator new(bytes, std::align_val_t(64)),
+            [](void* p) { ::operator delete(p, std::align_val_t(64)); }};
+  }
   virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
   virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
   virtual void fill(Tensor& t, float value) = 0;

@@ -316,6 +316,11 @@ Config parse(const YAML::Node& root, const std::string& file) {
       data.fail(key, "applies to format image_folder only, not " + c.data.format);
   c.data.resize = data.get_bool("resize", true);
   c.data.skip_bad = data.get_bool("skip_bad", false);
+  if (data.has("workers") && data.get_string("workers", "") != "auto") {
+    c.data.workers = data.get_int("workers", 0);
+    if (c.data.workers < 0 || c.data.workers > 64)
+      data.fail("workers", "expected auto, or 0 (batches cut in the training thread) to 64 threads");
+  }
   ConfigMap norm = data.map("normalize");
   for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
   for (double s : norm.get_doubles("std", {})) {

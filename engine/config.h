@@ -82,6 +82,7 @@ struct DataConfig {
   uint64_t seed = 0;                 // synthetic
   bool resize = true;                // image_folder: resize images to the model's input
   bool skip_bad = false;             // image_folder: leave out images that do not decode
+  int workers = -1;                  // background threads cutting batches; -1: auto
   std::string where;                 // "file:line:col" of the data section, for messages
 };
 

@@ -43,6 +43,10 @@ void trace_layers(Graph& graph, Backend& backend, std::vector<LayerProfile>& row
   });
 }
 
+BatchQueue::HostAllocator host_allocator(Backend& backend) {
+  return [&backend](size_t bytes) { return backend.allocate_host(bytes); };
+}
+
 }  // namespace
 
 TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
@@ -94,22 +98,20 @@ void TrainStep::read(double* loss, double* correct) {
   *correct = c;
 }
 
-EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch) {
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers) {
   EvalStats s;
   const int64_t sample = step.input().numel() / step.input().dim(0);
-  std::vector<float> images(static_cast<size_t>(max_batch * sample));
-  std::vector<int32_t> labels(static_cast<size_t>(max_batch));
-  data.start_epoch(0);
+  BatchQueue queue(data, sample, max_batch, workers, host_allocator(step.backend()));
+  queue.start_epoch(0);
   double loss_sum = 0, correct_sum = 0;
-  for (int64_t b = 0; b < data.batches_per_epoch(); ++b) {
-    int64_t n = data.fill(b, images.data(), labels.data());
-    step.upload(n, images.data(), labels.data());
-    step.infer(n);
+  for (BatchQueue::Batch batch = queue.next(); batch.n; batch = queue.next()) {
+    step.upload(batch.n, batch.images, batch.labels);
+    step.infer(batch.n);
     double loss, correct;
     step.read(&loss, &correct);
-    loss_sum += loss * static_cast<double>(n);
+    loss_sum += loss * static_cast<double>(batch.n);
     correct_sum += correct;
-    s.samples += n;
+    s.samples += batch.n;
   }
   if (s.samples) {
     s.loss = loss_sum / static_cast<double>(s.samples);
@@ -123,9 +125,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   TrainResult result;
   const int64_t max_batch = graph.max_batch();
   TrainStep step(graph, loss, backend, config.train.optimizer, config.train.seed);
-  const int64_t sample = graph.input_shape().numel();
-  std::vector<float> images(static_cast<size_t>(max_batch * sample));
-  std::vector<int32_t> labels(static_cast<size_t>(max_batch));
+  BatchQueue queue(train_data, graph.input_shape().numel(), max_batch, options.data_workers,
+                   host_allocator(backend));
   const int64_t batches = train_data.batches_per_epoch();
   uint64_t global_step = options.start.step;
   if (options.on_start) options.on_start(step);
@@ -133,23 +134,24 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
     if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
     backend.reset_peak_memory();
-    train_data.start_epoch(epoch);
+    const int64_t first = epoch == options.start.epoch ? options.start.batch : 0;
+    queue.start_epoch(epoch, first);
     ProgressBar bar(batches, options.progress);
     auto start = Clock::now();
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0;
     bool stopped = false;
-    const int64_t first = epoch == options.start.epoch ? options.start.batch : 0;
     int64_t b = first;
     for (; b < batches; ++b) {
       if (options.max_steps >= 0 && static_cast<int64_t>(global_step) >= options.max_steps) {
         stopped = true;
         break;
       }
-      int64_t n = train_data.fill(b, images.data(), labels.data());
+      const BatchQueue::Batch batch = queue.next();
+      const int64_t n = batch.n;
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
-      step.upload(n, images.data(), labels.data());
+      step.upload(n, batch.images, batch.labels);
       if (global_step == 0 && options.on_placement) {
         std::vector<LayerProfile> rows = layer_rows(graph, n);
         std::vector<std::string> trace;
@@ -207,7 +209,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     e.images_per_second = static_cast<double>(seen) / std::max(1e-9, e.seconds);
     e.learning_rate = lr;
     if (test_data && test_data->size() > 0) {
-      EvalStats t = evaluate(step, *test_data, max_batch);
+      EvalStats t = evaluate(step, *test_data, max_batch, options.data_workers);
       e.test_loss = t.loss;
       e.test_accuracy = t.accuracy;
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/batch_queue.h"
 #include "engine/batch_source.h"
 #include "engine/config.h"
 #include "engine/graph.h"
@@ -60,6 +61,8 @@ struct TrainOptions {
   std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
   // Asked after each step; true: stop there (Ctrl-C).
   std::function<bool()> stop;
+  // Background threads that cut the next batches while the device computes (data.workers).
+  int data_workers = 0;
 };
 
 struct TrainResult {
@@ -77,6 +80,7 @@ class TrainStep {
   Tensor& input() { return graph_.input(); }
   Graph& graph() { return graph_; }
   Optimizer& optimizer() { return optimizer_; }
+  Backend& backend() { return backend_; }
   // Uploads n samples (host floats and labels) into the batch buffers.
   void upload(int64_t n, const float* images, const int32_t* labels);
   // Forward, loss, backward and update on the first n samples of the batch buffers; the loss
@@ -101,7 +105,9 @@ class TrainStep {
 TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,
                   BatchSource& train_data, BatchSource* test_data, const TrainOptions& options);
 
-EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch);
+// Loss and accuracy over every batch of `data`, cut by `workers` background threads (0: in this
+// thread).
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers = 0);
 
 struct BenchResult {
   int64_t batch_size = 0;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -89,6 +90,14 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   o.tf32 = c.precision == "tf32";
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
   return o;
+}
+
+int data_workers(const Config& c, const DeviceSpec& d) {
+  if (c.data.workers >= 0) return c.data.workers;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The CPU backend computes on its threads (0: every core); a GPU needs one thread to drive it.
+  const int compute = d.backend == "cpu" ? backend_options(c, d).threads : 1;
+  return std::clamp(compute > 0 ? cores - compute : 0, 0, 8);
 }
 
 namespace {
@@ -324,6 +333,14 @@ int run_train(const RunRequest& r) {
       TrainOptions options;
       options.device_label = run.device.label;
       options.progress = !r.quiet;
+      options.data_workers = data_workers(c, run.device);
+      if (!r.quiet)
+        fmt::print("Input  batches cut {} (data.workers: {})\n",
+                   options.data_workers
+                       ? fmt::format("ahead by {} background thread{}", options.data_workers,
+                                     options.data_workers == 1 ? "" : "s")
+                       : "in the training thread",
+                   c.data.workers < 0 ? "auto, the cores the device leaves free" : "set");
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
       };
@@ -465,30 +482,48 @@ void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
 
 // The input pipeline on its own: decoding the configured data set, then cutting normalised
 // batches from it, so a user sees whether data or compute bounds training.
+// Images/s that `workers` threads (0: this one) cut, normalise and augment into batches.
+double pipeline_rate(BatchSource& src, int64_t sample, int64_t batch, int workers) {
+  using Clock = std::chrono::steady_clock;
+  BatchQueue queue(src, sample, batch, workers, [](size_t bytes) {
+    return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });
+  });
+  int64_t done = 0;
+  const auto t = Clock::now();
+  double seconds = 0;
+  for (int64_t epoch = 0; done == 0 || seconds < 0.3; ++epoch) {
+    queue.start_epoch(epoch);
+    for (BatchQueue::Batch b = queue.next(); b.n; b = queue.next()) done += b.n;
+    seconds = std::chrono::duration<double>(Clock::now() - t).count();
+  }
+  return static_cast<double>(done) / seconds;
+}
+
 void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
                           double fastest_train) {
   using Clock = std::chrono::steady_clock;
-  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   try {
     auto t0 = Clock::now();
     DataSplits data = load_data(config.data, config.input, static_cast<int>(classes));
-    const double decode = since(t0);
+    const double decode = std::chrono::duration<double>(Clock::now() - t0).count();
     Batcher src(data.train, batch, config.train.shuffle, config.train.seed, config.data.mean,
                 config.data.std, config.train.drop_last);
-    std::vector<float> images(static_cast<size_t>(batch * config.input.numel()));
-    std::vector<int32_t> labels(static_cast<size_t>(batch));
-    int64_t done = 0;
-    auto t1 = Clock::now();
-    for (int64_t epoch = 0; done == 0 || since(t1) < 0.3; ++epoch) {
-      src.start_epoch(epoch);
-      for (int64_t b = 0; b < src.batches_per_epoch(); ++b) done += src.fill(b, images.data(), labels.data());
-    }
-    const double ips = static_cast<double>(done) / since(t1);
+    src.set_augment(config.data.augment);
+    const int64_t sample = config.input.numel();
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int workers = std::clamp(config.data.workers >= 0 ? config.data.workers : cores - 1, 0, 8);
+    const double serial = pipeline_rate(src, sample, batch, 0);
+    const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);
-    fmt::print("Input pipeline ({}): {} train samples decoded in {}; batches of {} cut and "
-               "normalised at {} images/s, {}x the fastest training row: {}\n",
+    fmt::print("Input pipeline ({}): {} train samples decoded in {}; batches of {} cut{} at {} "
+               "images/s in the training thread{}, {}x the fastest training row: {}\n",
                config.data.format, format_count(data.train.size()), format_duration(decode), batch,
-               format_count(ips), ratio < 100 ? fmt::format("{:.1f}", ratio) : format_count(ratio),
+               config.data.augment.any() ? ", augmented and normalised" : " and normalised",
+               format_count(serial),
+               workers ? fmt::format(", {} with {} background thread{}", format_count(ips), workers,
+                                     workers == 1 ? "" : "s")
+                       : "",
+               ratio < 100 ? fmt::format("{:.1f}", ratio) : format_count(ratio),
                ips > fastest_train ? "compute bounds training, not data" : "data bounds training");
   } catch (const DataError& e) {
     fmt::print("Input pipeline: not measured: {}\n", e.cause());

@@ -52,6 +52,8 @@ DeviceSpec parse_device(const std::string& text);
 // The config with the command line's overrides applied (and checked).
 Config load_config_with_overrides(const RunRequest& request);
 BackendOptions backend_options(const Config& config, const DeviceSpec& device);
+// data.workers, or with auto the cores the device leaves free (up to 8).
+int data_workers(const Config& config, const DeviceSpec& device);
 
 int run_train(const RunRequest& request);
 int run_bench(const RunRequest& request);

@@ -15,8 +15,10 @@ namespace {
 
 std::string source(const std::string& rel) { return std::string(TANDEM_SOURCE_DIR) + "/" + rel; }
 
-// Trains `config` on the CPU with `threads` threads for at most max_steps steps.
-TrainResult run(Config config, int threads, int64_t max_steps, const DataSplits& data) {
+// Trains `config` on the CPU with `threads` threads for at most max_steps steps, the batches cut
+// by `workers` background threads.
+TrainResult run(Config config, int threads, int64_t max_steps, const DataSplits& data,
+                int workers = 0) {
   Graph graph(config);
   BackendOptions o;
   o.threads = threads;
@@ -25,11 +27,13 @@ TrainResult run(Config config, int threads, int64_t max_steps, const DataSplits&
   graph.allocate(*backend, config.train.batch_size, config.train.seed);
   Batcher train_src(data.train, config.train.batch_size, true, config.train.seed, config.data.mean,
                     config.data.std);
+  train_src.set_augment(config.data.augment);
   Batcher test_src(data.test, config.train.batch_size, false, config.train.seed, config.data.mean,
                    config.data.std);
   TrainOptions opts;
   opts.progress = false;
   opts.max_steps = max_steps;
+  opts.data_workers = workers;
   return train(config, graph, *loss, *backend, train_src, &test_src, opts);
 }
 
@@ -63,6 +67,25 @@ TEST_F(LeNetOnMnist, SameSeedGivesTheSameLossesTwice) {
   TrainResult b = run(*config_, 0, 20, *data_);
   ASSERT_EQ(a.step_losses.size(), 20u);
   EXPECT_EQ(a.step_losses, b.step_losses);
+}
+
+TEST_F(LeNetOnMnist, BackgroundWorkersGiveTheSameRunBitForBit) {
+  Config c = *config_;
+  c.train.epochs = 2;
+  c.data.augment.crop_padding = 2;  // the augmented batches too
+  DataSplits small = *data_;  // two short epochs, each with its test evaluation
+  for (auto [d, n] : {std::pair{&small.train, 640}, std::pair{&small.test, 200}}) {
+    d->labels.resize(n);
+    d->images.resize(static_cast<size_t>(n * d->sample_shape.numel()));
+  }
+  TrainResult inline_batches = run(c, 0, -1, small, 0);
+  TrainResult workers = run(c, 0, -1, small, 3);
+  ASSERT_EQ(workers.epochs.size(), 2u);
+  EXPECT_EQ(inline_batches.step_losses, workers.step_losses);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(inline_batches.epochs[e].test_loss, workers.epochs[e].test_loss);
+    EXPECT_EQ(inline_batches.epochs[e].test_accuracy, workers.epochs[e].test_accuracy);
+  }
 }
 
 TEST_F(LeNetOnMnist, AnotherSeedGivesOtherLosses) {
