@@ -70,6 +70,19 @@ TEST(Config, GoodConfigParsesEveryField) {
   EXPECT_EQ(g.layers()[4]->input_shape(), (Shape{64}));
 }
 
+TEST(Config, DataWorkersAreAutoUnlessSet) {
+  EXPECT_EQ(parse_config(kGood, "good.yaml").data.workers, -1);
+  EXPECT_EQ(parse_config(with("format: synthetic", "format: synthetic, workers: auto"), "w.yaml")
+                .data.workers,
+            -1);
+  EXPECT_EQ(parse_config(with("format: synthetic", "format: synthetic, workers: 0"), "w.yaml")
+                .data.workers,
+            0);
+  EXPECT_EQ(parse_config(with("format: synthetic", "format: synthetic, workers: 3"), "w.yaml")
+                .data.workers,
+            3);
+}
+
 TEST(Config, ShippedConfigsLoadAndBuild) {
   for (const char* name : {"lenet", "mlp", "cifar_cnn"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
@@ -150,6 +163,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"UnknownAugmentation",
                   with("format: synthetic", "format: synthetic, augment: {flip: true, rotate: 5}"),
                   {"bad.yaml:9:", "'rotate': unknown key"}},
+        BadConfig{"NegativeWorkers", with("format: synthetic", "format: synthetic, workers: -2"),
+                  {"bad.yaml:9:", "'workers': expected auto, or 0 (batches cut in the training thread) to 64"}},
+        BadConfig{"WorkersNotANumber", with("format: synthetic", "format: synthetic, workers: many"),
+                  {"bad.yaml:9:", "'workers': expected an integer, got 'many'"}},
         BadConfig{"LayersNotAList", "input: {shape: [1, 8, 8]}\nlayers: relu\n",
                   {"'layers' must be a list"}},
         BadConfig{"MisspelledCheckpointKey", with("keep: 3", "kept: 3"),
