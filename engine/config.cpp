@@ -316,13 +316,20 @@ Config parse(const YAML::Node& root, const std::string& file) {
       data.fail(key, "applies to format image_folder only, not " + c.data.format);
   c.data.resize = data.get_bool("resize", true);
   c.data.skip_bad = data.get_bool("skip_bad", false);
-  ConfigMap norm = data.map("normalize");
-  for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
-  for (double s : norm.get_doubles("std", {})) {
-    if (s <= 0) norm.fail("std", "every std must be positive");
-    c.data.std.push_back(static_cast<float>(s));
+  if (YAML::Node auto_node = data.node("normalize"); auto_node && auto_node.IsScalar()) {
+    if (auto_node.Scalar() != "auto")
+      data.fail("normalize",
+                "expected auto or {mean: [...], std: [...]}, not '" + auto_node.Scalar() + "'");
+    c.data.normalize_auto = true;
+  } else {
+    ConfigMap norm = data.map("normalize");
+    for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
+    for (double s : norm.get_doubles("std", {})) {
+      if (s <= 0) norm.fail("std", "every std must be positive");
+      c.data.std.push_back(static_cast<float>(s));
+    }
+    norm.finish();
   }
-  norm.finish();
   ConfigMap aug = data.map("augment");
   const int64_t pad = aug.get_int("crop_padding", 0);
   if (pad < 0) aug.fail("crop_padding", "expected 0 (off) or a positive number of pixels");

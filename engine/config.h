@@ -83,6 +83,7 @@ struct DataConfig {
   bool resize = true;                // image_folder: resize images to the model's input
   bool skip_bad = false;             // image_folder: leave out images that do not decode
   std::string where;                 // "file:line:col" of the data section, for messages
+  bool normalize_auto = false;       // normalize: auto: mean and std computed over the train split
 };
 
 struct OptimizerConfig {

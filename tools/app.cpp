@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "datasets/dataset.h"
+#include "datasets/split.h"
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
@@ -271,6 +272,7 @@ int run_train(const RunRequest& r) {
   const std::vector<DeviceSpec> devices = parse_devices(r);
   Graph model(config);  // checks the model before any data is read
   DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
+  const std::string normalise = apply_normalize_auto(config.data, data.train);
   const bool many = devices.size() > 1;
   if (many && !r.resume.empty())
     throw UsageError("--resume continues one run, on one device", "pass a single --device");
@@ -292,7 +294,7 @@ int run_train(const RunRequest& r) {
                  config.data.augment.flip
                      ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
                      : "");
-    fmt::print("{}", class_mapping(data.train));
+    fmt::print("{}{}", normalise, class_mapping(data.train));
     fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
