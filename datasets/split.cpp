@@ -38,6 +38,7 @@ Dataset subset(const Dataset& from, const std::vector<int64_t>& picks, std::stri
 }  // namespace
 
 Dataset hold_out(Dataset& train, double share, uint64_t seed) {
+  if (share <= 0) return subset(train, {}, "no validation share");  // train's shape, no samples
   const int64_t n = train.size();
   int64_t k = static_cast<int64_t>(std::llround(share * static_cast<double>(n)));
   if (share > 0 && k < 1) k = 1;

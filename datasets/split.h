@@ -11,7 +11,7 @@ namespace tandem {
 
 // data.val_split: moves round(share * size) samples (at least one when share > 0), drawn from
 // the seed, out of `train` into the returned validation set; both keep their samples' order.
-// Throws DataError when no training sample would be left.
+// Throws DataError when no training sample would be left; share 0 leaves `train` as it is.
 Dataset hold_out(Dataset& train, double share, uint64_t seed);
 
 // Per-channel mean and (population) standard deviation of pixel/255 over every sample: C of

@@ -351,6 +351,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.data.train_size <= 0) data.fail("train_size", "expected a positive number of samples");
   if (c.data.test_size < 0) data.fail("test_size", "expected zero or more samples");
   c.data.seed = static_cast<uint64_t>(data.get_int("seed", 0));
+  c.data.val_split = data.get_double("val_split", 0);
+  if (!(c.data.val_split >= 0 && c.data.val_split < 1))
+    data.fail("val_split", "expected a share in [0, 1) of the train split, e.g. 0.1");
   data.finish();
 
   ConfigMap train = top.map("train");

@@ -24,6 +24,8 @@ struct EpochStats {
   double images_per_second = 0;  // training throughput
   double learning_rate = 0;
   size_t peak_memory_bytes = 0;
+  bool has_val = false;  // a validation split was evaluated (data.val_split)
+  double val_loss = 0, val_accuracy = 0;
 };
 
 struct EvalStats {
@@ -60,6 +62,8 @@ struct TrainOptions {
   std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
   // Asked after each step; true: stop there (Ctrl-C).
   std::function<bool()> stop;
+  // Evaluated after each epoch like the test split, when set (data.val_split).
+  BatchSource* val = nullptr;
 };
 
 struct TrainResult {
