@@ -3,9 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include <algorithm>
+#include <cmath>
 
 #include "engine/error.h"
 #include "engine/rng.h"
@@ -72,7 +71,6 @@ Dataset hold_out(Dataset& train, double share, uint64_t seed) {
   return out;
 }
 
-
 ChannelStats channel_stats(const Dataset& data) {
   const Shape& s = data.sample_shape;
   const int64_t c = s.rank() == 3 ? s[0] : 1;
@@ -109,8 +107,9 @@ std::string apply_normalize_auto(DataConfig& config, const Dataset& train) {
   ChannelStats stats = channel_stats(train);
   config.mean = stats.mean;
   config.std = stats.std;
-  return fmt::format("Normalise: mean {} std {}, computed over {} train images (data.normalize: auto)\n",
-                     format_values(config.mean), format_values(config.std), train.size());
+  return fmt::format(
+      "Normalise: mean {} std {}, computed over {} train images (data.normalize: auto)\n",
+      format_values(config.mean), format_values(config.std), train.size());
 }
 
 }  // namespace tandem

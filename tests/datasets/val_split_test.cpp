@@ -83,9 +83,11 @@ TEST(ValSplit, LeavingNoTrainSampleIsRefused) {
 
 std::string config_error(const std::string& value) {
   try {
-    parse_config("name: t\ninput: {shape: [4]}\nlayers:\n  - dense: {units: 2}\n"
-                 "data: {format: synthetic, val_split: " + value + "}\n",
-                 "val.yaml");
+    parse_config(
+        "name: t\ninput: {shape: [4]}\nlayers:\n  - dense: {units: 2}\n"
+        "data: {format: synthetic, val_split: " +
+            value + "}\n",
+        "val.yaml");
   } catch (const ConfigError& e) {
     return e.cause();
   }
