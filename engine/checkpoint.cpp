@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "engine/backend.h"
 #include "engine/error.h"
@@ -316,6 +317,13 @@ Header read_header(const std::string& path) {
 
 std::string major_of(const std::string& version) { return version.substr(0, version.find('.')); }
 
+// Shortest round-trip text of each value, comma-separated.
+std::string float_list(const std::vector<float>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += fmt::format("{}{}", i ? "," : "", v[i]);
+  return out;
+}
+
 uint64_t meta_int(const Header& h, const std::string& key, const std::string& path) {
   auto it = h.meta.find(key);
   uint64_t v = 0;
@@ -324,6 +332,21 @@ uint64_t meta_int(const Header& h, const std::string& key, const std::string& pa
           it->second.data() + it->second.size())
     corrupt(path, "metadata '" + key + "' is missing or not a number");
   return v;
+}
+
+// Comma-separated floats; absent (older checkpoints): none.
+std::vector<float> meta_floats(const Header& h, const std::string& key, const std::string& path) {
+  std::vector<float> out;
+  auto it = h.meta.find(key);
+  if (it == h.meta.end() || it->second.empty()) return out;
+  std::stringstream ss(it->second);
+  for (std::string item; std::getline(ss, item, ',');) {
+    float v = 0;
+    if (std::from_chars(item.data(), item.data() + item.size(), v).ptr != item.data() + item.size())
+      corrupt(path, "metadata '" + key + "' is not a list of numbers: '" + it->second + "'");
+    out.push_back(v);
+  }
+  return out;
 }
 
 CheckpointMeta meta_of(const Header& h, const std::string& path) {
@@ -347,6 +370,8 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
   m.step = meta_int(h, "step", path);
   m.seed = meta_int(h, "seed", path);
+  m.normalize_mean = meta_floats(h, "normalize_mean", path);
+  m.normalize_std = meta_floats(h, "normalize_std", path);
   return m;
 }
 
@@ -380,7 +405,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"epoch", std::to_string(meta.epoch)},
       {"batch", std::to_string(meta.batch)},
       {"step", std::to_string(meta.step)},
-      {"seed", std::to_string(meta.seed)}};
+      {"seed", std::to_string(meta.seed)},
+      {"normalize_mean", float_list(meta.normalize_mean)},
+      {"normalize_std", float_list(meta.normalize_std)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
                           json_string(fields[i].second));

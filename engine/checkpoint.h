@@ -22,6 +22,8 @@ struct CheckpointMeta {
   int64_t batch = 0;        // batches done of the next epoch (a run stopped mid-epoch); else 0
   uint64_t step = 0;        // training steps done
   uint64_t seed = 0;
+  // data.normalize as trained (computed ones with normalize: auto); empty: none recorded.
+  std::vector<float> normalize_mean, normalize_std;
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the

@@ -321,13 +321,20 @@ Config parse(const YAML::Node& root, const std::string& file) {
     if (c.data.workers < 0 || c.data.workers > 64)
       data.fail("workers", "expected auto, or 0 (batches cut in the training thread) to 64 threads");
   }
-  ConfigMap norm = data.map("normalize");
-  for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
-  for (double s : norm.get_doubles("std", {})) {
-    if (s <= 0) norm.fail("std", "every std must be positive");
-    c.data.std.push_back(static_cast<float>(s));
+  if (YAML::Node auto_node = data.node("normalize"); auto_node && auto_node.IsScalar()) {
+    if (auto_node.Scalar() != "auto")
+      data.fail("normalize",
+                "expected auto or {mean: [...], std: [...]}, not '" + auto_node.Scalar() + "'");
+    c.data.normalize_auto = true;
+  } else {
+    ConfigMap norm = data.map("normalize");
+    for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
+    for (double s : norm.get_doubles("std", {})) {
+      if (s <= 0) norm.fail("std", "every std must be positive");
+      c.data.std.push_back(static_cast<float>(s));
+    }
+    norm.finish();
   }
-  norm.finish();
   ConfigMap aug = data.map("augment");
   const int64_t pad = aug.get_int("crop_padding", 0);
   if (pad < 0) aug.fail("crop_padding", "expected 0 (off) or a positive number of pixels");
@@ -349,6 +356,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.data.train_size <= 0) data.fail("train_size", "expected a positive number of samples");
   if (c.data.test_size < 0) data.fail("test_size", "expected zero or more samples");
   c.data.seed = static_cast<uint64_t>(data.get_int("seed", 0));
+  c.data.val_split = data.get_double("val_split", 0);
+  if (!(c.data.val_split >= 0 && c.data.val_split < 1))
+    data.fail("val_split", "expected a share in [0, 1) of the train split, e.g. 0.1");
   data.finish();
 
   ConfigMap train = top.map("train");

@@ -84,6 +84,8 @@ struct DataConfig {
   bool skip_bad = false;             // image_folder: leave out images that do not decode
   int workers = -1;                  // background threads cutting batches; -1: auto
   std::string where;                 // "file:line:col" of the data section, for messages
+  bool normalize_auto = false;       // normalize: auto: mean and std computed over the train split
+  double val_split = 0;              // share of the train split held out for validation
 };
 
 struct OptimizerConfig {

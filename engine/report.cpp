@@ -95,9 +95,12 @@ void MetricsWriter::write(const EpochStats& e) {
     out_ << fmt::format(
         "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {:.6g}, \"train_accuracy\": {:.6g}, "
         "\"test_loss\": {:.6g}, \"test_accuracy\": {:.6g}, \"seconds\": {:.4f}, "
-        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}}}\n",
+        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}{}}}\n",
         json_string(e.device), e.epoch, e.train_loss, e.train_accuracy, e.test_loss,
-        e.test_accuracy, e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes);
+        e.test_accuracy, e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
+        e.has_val ? fmt::format(", \"val_loss\": {:.6g}, \"val_accuracy\": {:.6g}", e.val_loss,
+                                e.val_accuracy)
+                  : "");
   }
   out_.flush();
   if (!out_) throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");

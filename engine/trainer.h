@@ -25,6 +25,8 @@ struct EpochStats {
   double images_per_second = 0;  // training throughput
   double learning_rate = 0;
   size_t peak_memory_bytes = 0;
+  bool has_val = false;  // a validation split was evaluated (data.val_split)
+  double val_loss = 0, val_accuracy = 0;
 };
 
 struct EvalStats {
@@ -63,6 +65,8 @@ struct TrainOptions {
   std::function<bool()> stop;
   // Background threads that cut the next batches while the device computes (data.workers).
   int data_workers = 0;
+  // Evaluated after each epoch like the test split, when set (data.val_split).
+  BatchSource* val = nullptr;
 };
 
 struct TrainResult {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "datasets/dataset.h"
+#include "datasets/split.h"
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
@@ -280,6 +281,8 @@ int run_train(const RunRequest& r) {
   const std::vector<DeviceSpec> devices = parse_devices(r);
   Graph model(config);  // checks the model before any data is read
   DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
+  const Dataset val = hold_out(data.train, config.data.val_split, config.train.seed);
+  const std::string normalise = apply_normalize_auto(config.data, data.train);
   const bool many = devices.size() > 1;
   if (many && !r.resume.empty())
     throw UsageError("--resume continues one run, on one device", "pass a single --device");
@@ -301,7 +304,10 @@ int run_train(const RunRequest& r) {
                  config.data.augment.flip
                      ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
                      : "");
-    fmt::print("{}", class_mapping(data.train));
+    if (val.size() > 0)
+      fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n", val.size(),
+                 val.size() + data.train.size(), config.data.val_split);
+    fmt::print("{}{}", normalise, class_mapping(data.train));
     fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
@@ -330,7 +336,9 @@ int run_train(const RunRequest& r) {
                         c.data.std, c.train.drop_last);
       train_src.set_augment(c.data.augment);
       Batcher test_src(data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+      Batcher val_src(val, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
       TrainOptions options;
+      options.val = &val_src;
       options.device_label = run.device.label;
       options.progress = !r.quiet;
       options.data_workers = data_workers(c, run.device);

@@ -27,6 +27,15 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
     if (r.batch_size) m.config.train.batch_size = *r.batch_size;
     if (r.threads) m.config.train.threads = *r.threads;
   }
+  if (m.config.data.normalize_auto) {
+    // Computed over the train split at training time: predict has no train data to redo it.
+    if (m.meta.normalize_mean.empty())
+      throw CheckpointError("checkpoint '" + m.path + "' records no data.normalize values, but the "
+                                "config asks for normalize: auto",
+                            "give data.normalize: {mean: [...], std: [...]} in a --config");
+    m.config.data.mean = m.meta.normalize_mean;
+    m.config.data.std = m.meta.normalize_std;
+  }
   m.graph = std::make_unique<Graph>(m.config);
   m.device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));

@@ -30,6 +30,8 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       config_text_(file_text(config.file)),
       config_file_(fs::absolute(config.file).string()),
       seed_(config.train.seed),
+      mean_(config.data.mean),
+      std_(config.data.std),
       quiet_(quiet) {
   fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
   if (per_device_folder) {
@@ -61,6 +63,8 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.batch = at.batch;
   meta.step = at.step;
   meta.seed = seed_;
+  meta.normalize_mean = mean_;
+  meta.normalize_std = std_;
   last_path_ = (fs::path(dir_) / name).string();
   save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
   if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);

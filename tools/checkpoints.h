@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -25,6 +26,7 @@ class RunCheckpoints {
   CheckpointConfig cfg_;
   std::string device_, dir_, config_text_, config_file_;
   uint64_t seed_;
+  std::vector<float> mean_, std_;  // data.normalize as trained
   bool quiet_;
   std::string last_path_;
 };
