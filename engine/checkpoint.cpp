@@ -347,6 +347,17 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
   m.step = meta_int(h, "step", path);
   m.seed = meta_int(h, "seed", path);
+  // Checkpoints of older versions lack these.
+  if (auto it = h.meta.find("class_names"); it != h.meta.end()) {
+    const Json names = JsonReader(it->second, "checkpoint '" + path + "' class_names").document();
+    if (names.kind != Json::kArray) corrupt(path, "metadata 'class_names' is not a list");
+    for (const Json& n : names.items) {
+      if (n.kind != Json::kString) corrupt(path, "metadata 'class_names' holds a non-string");
+      m.class_names.push_back(n.text);
+    }
+  }
+  if (h.meta.count("batch_size"))
+    m.batch_size = static_cast<int64_t>(meta_int(h, "batch_size", path));
   return m;
 }
 
@@ -371,6 +382,11 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
     offset += t.bytes();
   }
   header += "\"__metadata__\":{";
+  // Metadata values are strings: the class names are a JSON list inside one (json.loads reads it).
+  std::string names = "[";
+  for (size_t i = 0; i < meta.class_names.size(); ++i)
+    names += fmt::format("{}{}", i ? "," : "", json_string(meta.class_names[i]));
+  names += "]";
   const std::vector<std::pair<std::string, std::string>> fields = {
       {"format", "pt"},  // what other safetensors readers expect to find here
       {"tandem_version", meta.version.empty() ? TANDEM_VERSION : meta.version},
@@ -380,7 +396,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"epoch", std::to_string(meta.epoch)},
       {"batch", std::to_string(meta.batch)},
       {"step", std::to_string(meta.step)},
-      {"seed", std::to_string(meta.seed)}};
+      {"seed", std::to_string(meta.seed)},
+      {"class_names", names},
+      {"batch_size", std::to_string(meta.batch_size)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
                           json_string(fields[i].second));

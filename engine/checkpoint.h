@@ -22,6 +22,8 @@ struct CheckpointMeta {
   int64_t batch = 0;        // batches done of the next epoch (a run stopped mid-epoch); else 0
   uint64_t step = 0;        // training steps done
   uint64_t seed = 0;
+  std::vector<std::string> class_names;  // the train split's, by label; empty: not recorded
+  int64_t batch_size = 0;                // the run's batch size; 0: not recorded
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the

@@ -327,7 +327,7 @@ int run_train(const RunRequest& r) {
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
       };
-      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet);
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
       if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         checkpoints.write(s, at, stop.requested());

@@ -24,12 +24,15 @@ std::string file_text(const std::string& path) {
 }  // namespace
 
 RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_label,
-                               bool per_device_folder, bool quiet)
+                               bool per_device_folder, bool quiet,
+                               std::vector<std::string> class_names)
     : cfg_(config.train.checkpoint),
       device_(device_label),
       config_text_(file_text(config.file)),
       config_file_(fs::absolute(config.file).string()),
       seed_(config.train.seed),
+      batch_size_(config.train.batch_size),
+      class_names_(std::move(class_names)),
       quiet_(quiet) {
   fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
   if (per_device_folder) {
@@ -61,6 +64,8 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.batch = at.batch;
   meta.step = at.step;
   meta.seed = seed_;
+  meta.class_names = class_names_;
+  meta.batch_size = batch_size_;
   last_path_ = (fs::path(dir_) / name).string();
   save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
   if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
@@ -90,6 +95,13 @@ void resume_from(const std::string& path, const Config& config, TrainOptions& op
         fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}", file,
                     meta.seed, config.train.seed),
         fmt::format("pass --seed {} (or drop --seed)", meta.seed));
+  // The batch size fixes which samples each step sees: another one would not continue either.
+  if (meta.batch_size != 0 && meta.batch_size != config.train.batch_size)
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was trained with batch size {}, this run has batch size {}",
+                    file, meta.batch_size, config.train.batch_size),
+        fmt::format("resume with --batch-size {}, or start a new run without --resume",
+                    meta.batch_size));
   if (meta.epoch >= config.train.epochs)
     throw CheckpointError(
         fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -15,7 +16,7 @@ namespace tandem {
 class RunCheckpoints {
  public:
   RunCheckpoints(const Config& config, const std::string& device_label, bool per_device_folder,
-                 bool quiet);
+                 bool quiet, std::vector<std::string> class_names);
   // TrainOptions::on_checkpoint; `stopping` says the run ends here (a signal).
   void write(TrainStep& step, const TrainPosition& at, bool stopping);
   const std::string& last_path() const { return last_path_; }
@@ -25,6 +26,8 @@ class RunCheckpoints {
   CheckpointConfig cfg_;
   std::string device_, dir_, config_text_, config_file_;
   uint64_t seed_;
+  int64_t batch_size_;
+  std::vector<std::string> class_names_;
   bool quiet_;
   std::string last_path_;
 };
