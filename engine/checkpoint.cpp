@@ -507,7 +507,9 @@ std::string find_checkpoint(const std::string& path) {
   fs::file_time_type best_time;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const fs::path& p = entry.path();
-    if (p.extension() != ".safetensors" || p.filename().string().front() == '.') continue;
+    if (p.extension() != ".safetensors" || p.filename().string().front() == '.' ||
+        p.filename() == kBestCheckpoint)
+      continue;
     auto t = entry.last_write_time(ec);
     if (best.empty() || t > best_time || (t == best_time && p > best)) {
       best = p;

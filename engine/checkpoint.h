@@ -52,8 +52,11 @@ void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& opt
 // Loads them (all or nothing) and the optimizer's step count; returns the metadata.
 CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer);
 
-// The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time),
-// or the file itself when `path` is a file; throws CheckpointError when there is none.
+// A run's best epoch so far (train.checkpoint.best), beside its other checkpoints.
+inline constexpr const char* kBestCheckpoint = "best.safetensors";
+
+// The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time; not
+// the best one), or the file itself when `path` is a file; throws CheckpointError when none.
 std::string find_checkpoint(const std::string& path);
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/epoch_metric.h"
 #include "engine/error.h"
 
 namespace tandem {
@@ -407,6 +408,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (k.every < 1) ckpt.fail("every", "expected at least 1 epoch between checkpoints");
   k.keep = ckpt.get_int("keep", 0);
   if (k.keep < 0) ckpt.fail("keep", "expected 0 (keep all) or more checkpoints");
+  k.best = ckpt.get_string("best", "");
+  if (!k.best.empty() && !find_epoch_metric(k.best))
+    ckpt.fail("best", "unknown metric '" + k.best + "'; expected one of: " + epoch_metric_names());
   ckpt.finish();
   train.finish();
 

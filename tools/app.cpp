@@ -324,10 +324,11 @@ int run_train(const RunRequest& r) {
       TrainOptions options;
       options.device_label = run.device.label;
       options.progress = !r.quiet;
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
+        checkpoints.epoch_done(e);
       };
-      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
       if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         checkpoints.write(s, at, stop.requested());

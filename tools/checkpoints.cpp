@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "engine/epoch_metric.h"
 #include "engine/error.h"
 
 namespace tandem {
@@ -43,19 +45,29 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
   dir_ = dir.string();
 }
 
+void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }
+
+bool RunCheckpoints::improved(const TrainPosition& at) {
+  const EpochMetric* metric = find_epoch_metric(cfg_.best);
+  if (!metric || at.batch != 0 || last_epoch_.epoch != at.epoch) return false;
+  const double v = metric->of(last_epoch_);
+  if (!std::isfinite(v)) return false;
+  if (best_epoch_ && (metric->lower_is_better ? v >= best_ : v <= best_)) return false;
+  best_ = v;
+  best_epoch_ = at.epoch;
+  return true;
+}
+
 void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stopping) {
   const bool periodic = !cfg_.dir.empty() && at.batch == 0 && at.epoch % cfg_.every == 0;
-  if (!periodic && !stopping) return;
+  const bool best = improved(at);
+  if (!periodic && !stopping && !best) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
     throw CheckpointError(
         fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
         "pick a writable folder with --checkpoint-dir");
-  // A stop mid-epoch is named for the epoch it was in and the batches it had done.
-  const std::string name =
-      at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
-                    : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
   CheckpointMeta meta;
   meta.config_text = config_text_;
   meta.config_file = config_file_;
@@ -66,10 +78,21 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.seed = seed_;
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
-  last_path_ = (fs::path(dir_) / name).string();
-  save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
-  if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
-  if (!cfg_.dir.empty()) prune();
+  if (periodic || stopping) {
+    // A stop mid-epoch is named for the epoch it was in and the batches it had done.
+    const std::string name =
+        at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
+                      : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
+    last_path_ = (fs::path(dir_) / name).string();
+    save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
+    if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
+    if (!cfg_.dir.empty()) prune();
+  }
+  if (best) {
+    const std::string path = (fs::path(dir_) / kBestCheckpoint).string();
+    save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    if (!quiet_) fmt::print("new best {} {:.4f} at epoch {} -> {}\n", cfg_.best, best_, at.epoch, path);
+  }
 }
 
 void RunCheckpoints::prune() const {
