@@ -430,6 +430,12 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   if (std::fclose(f) != 0) ok = false;
   if (!ok) fail("writing failed");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the temporary file failed");
+  // The rename itself lives in the folder: sync it too, so a power cut keeps the new name.
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+  if (int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {

@@ -95,17 +95,19 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   }
 }
 
-void RunCheckpoints::prune() const {
-  if (cfg_.keep <= 0) return;
+void RunCheckpoints::prune() const { prune_checkpoints(dir_, cfg_.keep); }
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  if (keep <= 0) return;
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("epoch-") && e.path().extension() == ".safetensors")
       files.emplace_back(e.last_write_time(ec), e.path());
   }
   std::sort(files.begin(), files.end(), std::greater<>());  // newest first
-  for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i)
+  for (size_t i = static_cast<size_t>(keep); i < files.size(); ++i)
     fs::remove(files[i].second, ec);
 }
 

@@ -39,6 +39,9 @@ class RunCheckpoints {
   int64_t best_epoch_ = 0;  // 0: none yet
 };
 
+// Removes all but the newest `keep` epoch-*.safetensors files of a folder (0: keeps all).
+void prune_checkpoints(const std::string& dir, int64_t keep);
+
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
 // where the run starts and the restore of its weights and optimizer state; says so unless quiet.
 void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
