@@ -2,6 +2,7 @@
 // checkpoint that loads in full, and no temporary file that passes for one.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,13 +36,17 @@ NamedTensors crash_tensors(Backend& backend) {
 float value_of(int64_t epoch) { return static_cast<float>(epoch % 4096) + 0.5f; }
 
 // The child: epoch-E.safetensors for E = first, first+1, ... with pruning, like a training run;
-// one byte on `ready` after the first complete file. It never returns: it is killed.
-[[noreturn]] void write_forever(const std::string& dir, int64_t first, int ready) {
-  std::unique_ptr<Backend> backend = create_backend("cpu", {});
-  NamedTensors tensors = crash_tensors(*backend);
+// one byte on `ready` after the first complete file. It never returns: it is killed. It only
+// copies memory and writes files: a forked child must not start threads (OpenMP) of its own.
+[[noreturn]] void write_forever(Backend& backend, NamedTensors& tensors, const std::string& dir,
+                                int64_t first, int ready) {
   try {
+    std::vector<float> host;
     for (int64_t e = first;; ++e) {
-      for (auto& [name, t] : tensors) backend->fill(t, value_of(e));
+      for (auto& [name, t] : tensors) {
+        host.assign(static_cast<size_t>(t.numel()), value_of(e));
+        backend.upload(t, host.data());
+      }
       CheckpointMeta meta;
       meta.device = "cpu";
       meta.epoch = e;
@@ -63,6 +68,7 @@ TEST(CrashSafety, AKilledWriterLeavesANewestCheckpointThatLoads) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::unique_ptr<Backend> backend = create_backend("cpu", {});
+  NamedTensors written = crash_tensors(*backend);
   std::mt19937 rng(6);
   std::uniform_int_distribution<int> delay_ms(2, 50);
   int64_t newest = 0;
@@ -74,11 +80,13 @@ TEST(CrashSafety, AKilledWriterLeavesANewestCheckpointThatLoads) {
     ASSERT_GE(child, 0);
     if (child == 0) {
       ::close(ready[0]);
-      write_forever(dir, first, ready[1]);
+      write_forever(*backend, written, dir, first, ready[1]);
     }
     ::close(ready[1]);
+    // A bound on the wait, so that a writer that hangs fails the test instead of stalling it.
+    pollfd first_file{ready[0], POLLIN, 0};
     char byte = 0;
-    const bool wrote = ::read(ready[0], &byte, 1) == 1;
+    const bool wrote = ::poll(&first_file, 1, 20000) == 1 && ::read(ready[0], &byte, 1) == 1;
     ::close(ready[0]);
     if (wrote) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
     ::kill(child, SIGKILL);
