@@ -20,7 +20,8 @@ const EpochMetric* find_epoch_metric(const std::string& name) {
 
 std::string epoch_metric_names() {
   std::string list;
-  for (const EpochMetric& m : epoch_metrics()) list += (list.empty() ? "" : ", ") + std::string(m.name);
+  for (const EpochMetric& m : epoch_metrics())
+    list += (list.empty() ? "" : ", ") + std::string(m.name);
   return list;
 }
 

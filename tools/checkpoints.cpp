@@ -91,7 +91,8 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   if (best) {
     const std::string path = (fs::path(dir_) / kBestCheckpoint).string();
     save_checkpoint(path, step.graph(), step.optimizer(), meta);
-    if (!quiet_) fmt::print("new best {} {:.4f} at epoch {} -> {}\n", cfg_.best, best_, at.epoch, path);
+    if (!quiet_)
+      fmt::print("new best {} {:.4f} at epoch {} -> {}\n", cfg_.best, best_, at.epoch, path);
   }
 }
 
