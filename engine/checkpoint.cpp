@@ -372,6 +372,17 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   m.seed = meta_int(h, "seed", path);
   m.normalize_mean = meta_floats(h, "normalize_mean", path);
   m.normalize_std = meta_floats(h, "normalize_std", path);
+  // Checkpoints of older versions lack these.
+  if (auto it = h.meta.find("class_names"); it != h.meta.end()) {
+    const Json names = JsonReader(it->second, "checkpoint '" + path + "' class_names").document();
+    if (names.kind != Json::kArray) corrupt(path, "metadata 'class_names' is not a list");
+    for (const Json& n : names.items) {
+      if (n.kind != Json::kString) corrupt(path, "metadata 'class_names' holds a non-string");
+      m.class_names.push_back(n.text);
+    }
+  }
+  if (h.meta.count("batch_size"))
+    m.batch_size = static_cast<int64_t>(meta_int(h, "batch_size", path));
   return m;
 }
 
@@ -396,6 +407,11 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
     offset += t.bytes();
   }
   header += "\"__metadata__\":{";
+  // Metadata values are strings: the class names are a JSON list inside one (json.loads reads it).
+  std::string names = "[";
+  for (size_t i = 0; i < meta.class_names.size(); ++i)
+    names += fmt::format("{}{}", i ? "," : "", json_string(meta.class_names[i]));
+  names += "]";
   const std::vector<std::pair<std::string, std::string>> fields = {
       {"format", "pt"},  // what other safetensors readers expect to find here
       {"tandem_version", meta.version.empty() ? TANDEM_VERSION : meta.version},
@@ -407,7 +423,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"step", std::to_string(meta.step)},
       {"seed", std::to_string(meta.seed)},
       {"normalize_mean", float_list(meta.normalize_mean)},
-      {"normalize_std", float_list(meta.normalize_std)}};
+      {"normalize_std", float_list(meta.normalize_std)},
+      {"class_names", names},
+      {"batch_size", std::to_string(meta.batch_size)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
                           json_string(fields[i].second));
@@ -439,6 +457,12 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   if (std::fclose(f) != 0) ok = false;
   if (!ok) fail("writing failed");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the temporary file failed");
+  // The rename itself lives in the folder: sync it too, so a power cut keeps the new name.
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+  if (int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
@@ -516,7 +540,9 @@ std::string find_checkpoint(const std::string& path) {
   fs::file_time_type best_time;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const fs::path& p = entry.path();
-    if (p.extension() != ".safetensors" || p.filename().string().front() == '.') continue;
+    if (p.extension() != ".safetensors" || p.filename().string().front() == '.' ||
+        p.filename() == kBestCheckpoint)
+      continue;
     auto t = entry.last_write_time(ec);
     if (best.empty() || t > best_time || (t == best_time && p > best)) {
       best = p;

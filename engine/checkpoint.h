@@ -24,6 +24,8 @@ struct CheckpointMeta {
   uint64_t seed = 0;
   // data.normalize as trained (computed ones with normalize: auto); empty: none recorded.
   std::vector<float> normalize_mean, normalize_std;
+  std::vector<std::string> class_names;  // the train split's, by label; empty: not recorded
+  int64_t batch_size = 0;                // the run's batch size; 0: not recorded
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the
@@ -52,8 +54,11 @@ void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& opt
 // Loads them (all or nothing) and the optimizer's step count; returns the metadata.
 CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer);
 
-// The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time),
-// or the file itself when `path` is a file; throws CheckpointError when there is none.
+// A run's best epoch so far (train.checkpoint.best), beside its other checkpoints.
+inline constexpr const char* kBestCheckpoint = "best.safetensors";
+
+// The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time; not
+// the best one), or the file itself when `path` is a file; throws CheckpointError when none.
 std::string find_checkpoint(const std::string& path);
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/epoch_metric.h"
 #include "engine/error.h"
 
 namespace tandem {
@@ -422,6 +423,11 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (k.every < 1) ckpt.fail("every", "expected at least 1 epoch between checkpoints");
   k.keep = ckpt.get_int("keep", 0);
   if (k.keep < 0) ckpt.fail("keep", "expected 0 (keep all) or more checkpoints");
+  k.best = ckpt.get_string("best", "");
+  if (!k.best.empty() && !find_epoch_metric(k.best))
+    ckpt.fail("best", "unknown metric '" + k.best + "'; expected one of: " + epoch_metric_names());
+  if (k.best.rfind("val_", 0) == 0 && c.data.val_split == 0)
+    ckpt.fail("best", k.best + " needs a validation split: set data.val_split, e.g. 0.1");
   ckpt.finish();
   train.finish();
 

@@ -108,6 +108,7 @@ struct CheckpointConfig {
   std::string dir;    // empty: no checkpoints every few epochs (Ctrl-C still writes one)
   int64_t every = 1;  // epochs between checkpoints
   int64_t keep = 0;   // the newest kept in dir; 0: all
+  std::string best;   // an epoch metric (engine/epoch_metric.h) for dir/best.safetensors, or none
 };
 
 struct TrainConfig {

@@ -349,10 +349,11 @@ int run_train(const RunRequest& r) {
                                      options.data_workers == 1 ? "" : "s")
                        : "in the training thread",
                    c.data.workers < 0 ? "auto, the cores the device leaves free" : "set");
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
+        checkpoints.epoch_done(e);
       };
-      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet);
       if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         checkpoints.write(s, at, stop.requested());

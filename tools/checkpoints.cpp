@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "engine/epoch_metric.h"
 #include "engine/error.h"
 
 namespace tandem {
@@ -24,7 +26,8 @@ std::string file_text(const std::string& path) {
 }  // namespace
 
 RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_label,
-                               bool per_device_folder, bool quiet)
+                               bool per_device_folder, bool quiet,
+                               std::vector<std::string> class_names)
     : cfg_(config.train.checkpoint),
       device_(device_label),
       config_text_(file_text(config.file)),
@@ -32,6 +35,8 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       seed_(config.train.seed),
       mean_(config.data.mean),
       std_(config.data.std),
+      batch_size_(config.train.batch_size),
+      class_names_(std::move(class_names)),
       quiet_(quiet) {
   fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
   if (per_device_folder) {
@@ -42,19 +47,29 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
   dir_ = dir.string();
 }
 
+void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }
+
+bool RunCheckpoints::improved(const TrainPosition& at) {
+  const EpochMetric* metric = find_epoch_metric(cfg_.best);
+  if (!metric || at.batch != 0 || last_epoch_.epoch != at.epoch) return false;
+  const double v = metric->of(last_epoch_);
+  if (!std::isfinite(v)) return false;
+  if (best_epoch_ && (metric->lower_is_better ? v >= best_ : v <= best_)) return false;
+  best_ = v;
+  best_epoch_ = at.epoch;
+  return true;
+}
+
 void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stopping) {
   const bool periodic = !cfg_.dir.empty() && at.batch == 0 && at.epoch % cfg_.every == 0;
-  if (!periodic && !stopping) return;
+  const bool best = improved(at);
+  if (!periodic && !stopping && !best) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec)
     throw CheckpointError(
         fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
         "pick a writable folder with --checkpoint-dir");
-  // A stop mid-epoch is named for the epoch it was in and the batches it had done.
-  const std::string name =
-      at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
-                    : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
   CheckpointMeta meta;
   meta.config_text = config_text_;
   meta.config_file = config_file_;
@@ -65,23 +80,39 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.seed = seed_;
   meta.normalize_mean = mean_;
   meta.normalize_std = std_;
-  last_path_ = (fs::path(dir_) / name).string();
-  save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
-  if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
-  if (!cfg_.dir.empty()) prune();
+  meta.class_names = class_names_;
+  meta.batch_size = batch_size_;
+  if (periodic || stopping) {
+    // A stop mid-epoch is named for the epoch it was in and the batches it had done.
+    const std::string name =
+        at.batch == 0 ? fmt::format("epoch-{}.safetensors", at.epoch)
+                      : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
+    last_path_ = (fs::path(dir_) / name).string();
+    save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
+    if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
+    if (!cfg_.dir.empty()) prune();
+  }
+  if (best) {
+    const std::string path = (fs::path(dir_) / kBestCheckpoint).string();
+    save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    if (!quiet_)
+      fmt::print("new best {} {:.4f} at epoch {} -> {}\n", cfg_.best, best_, at.epoch, path);
+  }
 }
 
-void RunCheckpoints::prune() const {
-  if (cfg_.keep <= 0) return;
+void RunCheckpoints::prune() const { prune_checkpoints(dir_, cfg_.keep); }
+
+void prune_checkpoints(const std::string& dir, int64_t keep) {
+  if (keep <= 0) return;
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (name.starts_with("epoch-") && e.path().extension() == ".safetensors")
       files.emplace_back(e.last_write_time(ec), e.path());
   }
   std::sort(files.begin(), files.end(), std::greater<>());  // newest first
-  for (size_t i = static_cast<size_t>(cfg_.keep); i < files.size(); ++i)
+  for (size_t i = static_cast<size_t>(keep); i < files.size(); ++i)
     fs::remove(files[i].second, ec);
 }
 
@@ -94,6 +125,13 @@ void resume_from(const std::string& path, const Config& config, TrainOptions& op
         fmt::format("checkpoint '{}' was trained with seed {}, this run has seed {}", file,
                     meta.seed, config.train.seed),
         fmt::format("pass --seed {} (or drop --seed)", meta.seed));
+  // The batch size fixes which samples each step sees: another one would not continue either.
+  if (meta.batch_size != 0 && meta.batch_size != config.train.batch_size)
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was trained with batch size {}, this run has batch size {}",
+                    file, meta.batch_size, config.train.batch_size),
+        fmt::format("resume with --batch-size {}, or start a new run without --resume",
+                    meta.batch_size));
   if (meta.epoch >= config.train.epochs)
     throw CheckpointError(
         fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,

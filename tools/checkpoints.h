@@ -10,26 +10,38 @@
 
 namespace tandem {
 
-// Writes DIR/epoch-E.safetensors after every `every` epochs and keeps the newest `keep`; on a
+// Writes DIR/epoch-E.safetensors after every `every` epochs and keeps the newest `keep`, and
+// DIR/best.safetensors when the epoch's `best` metric improved (never pruned); on a
 // stop (Ctrl-C) writes where the run stands, into DIR or runs/<config name>/ when no DIR is set.
 // In a run over several devices each device writes to its own sub-folder (DIR/cpu-2, DIR/gpu).
 class RunCheckpoints {
  public:
   RunCheckpoints(const Config& config, const std::string& device_label, bool per_device_folder,
-                 bool quiet);
+                 bool quiet, std::vector<std::string> class_names);
   // TrainOptions::on_checkpoint; `stopping` says the run ends here (a signal).
   void write(TrainStep& step, const TrainPosition& at, bool stopping);
+  // TrainOptions::on_epoch: the figures that choose DIR/best.safetensors (train.checkpoint.best).
+  void epoch_done(const EpochStats& e);
   const std::string& last_path() const { return last_path_; }
 
  private:
+  bool improved(const TrainPosition& at);  // records the epoch's metric when it is the best yet
   void prune() const;
   CheckpointConfig cfg_;
   std::string device_, dir_, config_text_, config_file_;
   uint64_t seed_;
   std::vector<float> mean_, std_;  // data.normalize as trained
+  int64_t batch_size_;
+  std::vector<std::string> class_names_;
   bool quiet_;
   std::string last_path_;
+  EpochStats last_epoch_;
+  double best_ = 0;
+  int64_t best_epoch_ = 0;  // 0: none yet
 };
+
+// Removes all but the newest `keep` epoch-*.safetensors files of a folder (0: keeps all).
+void prune_checkpoints(const std::string& dir, int64_t keep);
 
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
 // where the run starts and the restore of its weights and optimizer state; says so unless quiet.

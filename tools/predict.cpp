@@ -23,11 +23,14 @@ int run_predict(const RunRequest& r) {
   Graph& graph = *m.graph;
   Backend& backend = *m.backend;
   const int64_t classes = graph.classes();
-  // Class names from the data set when it is at hand; else the class indices.
-  std::vector<std::string> names;
-  try {
-    names = load_data(config.data, config.input, static_cast<int>(classes)).train.class_names;
-  } catch (const DataError&) {
+  // Class names from the checkpoint; for older checkpoints from the data set when it is at hand;
+  // else the class indices.
+  std::vector<std::string> names = m.meta.class_names;
+  if (names.empty()) {
+    try {
+      names = load_data(config.data, config.input, static_cast<int>(classes)).train.class_names;
+    } catch (const DataError&) {
+    }
   }
   for (int64_t c = static_cast<int64_t>(names.size()); c < classes; ++c) names.push_back(std::to_string(c));
 

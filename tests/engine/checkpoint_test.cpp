@@ -61,6 +61,8 @@ CheckpointMeta some_meta() {
   m.batch = 5;
   m.step = 123456789012ULL;
   m.seed = 42;
+  m.class_names = {"cat", "dog \"big\"", "", "t\\ree"};
+  m.batch_size = 96;
   return m;
 }
 
@@ -92,9 +94,36 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_EQ(m.batch, want.batch);
   EXPECT_EQ(m.step, want.step);
   EXPECT_EQ(m.seed, want.seed);
+  EXPECT_EQ(m.class_names, want.class_names);
+  EXPECT_EQ(m.batch_size, want.batch_size);
   EXPECT_EQ(m.version, TANDEM_VERSION);
   EXPECT_EQ(read_checkpoint_meta(path).step, want.step);
   EXPECT_FALSE(std::filesystem::exists(temp_path(".round_trip.safetensors.tmp")));
+}
+
+// A file of an older version, without class names and batch size, still loads.
+TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("old_meta.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  const std::string bytes = read_all(path);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
+  std::string header = bytes.substr(8, len);
+  const size_t from = header.find(",\"class_names\":");
+  const size_t to = header.find("\"}", header.find("\"batch_size\":")) + 1;
+  ASSERT_NE(from, std::string::npos);
+  header.erase(from, to - from);
+  std::string old(8, '\0');
+  for (int i = 0; i < 8; ++i) old[i] = static_cast<char>(header.size() >> (8 * i));
+  write_all(path, old + header + bytes.substr(8 + len));
+
+  Tensors dst = model_tensors();
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  EXPECT_TRUE(m.class_names.empty());
+  EXPECT_EQ(m.batch_size, 0);
+  EXPECT_EQ(m.seed, 42u);
+  EXPECT_EQ(dst.values(1), src.values(1));
 }
 
 // A deliberately separate reader of the format: length, JSON offsets, dtype, sizes.

@@ -69,6 +69,8 @@ TEST(CheckpointRun, EveryEpochIntoTheFolderKeepingTheNewest) {
   EXPECT_EQ(m.seed, 5u);
   EXPECT_EQ(m.device, "cpu");
   EXPECT_NE(m.config_text.find("name: ckpt_small"), std::string::npos);
+  EXPECT_EQ(m.class_names, (std::vector<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(m.batch_size, 32);
 }
 
 TEST(CheckpointRun, CheckpointDirFlagAndEveryTwoEpochs) {
@@ -230,6 +232,12 @@ TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
   r.seed = 6;
   EXPECT_NE(error_of(r).find("trained with seed 5, this run has seed 6"), std::string::npos);
   r.seed.reset();
+  r.batch_size = 16;
+  const std::string batch = error_of(r);
+  EXPECT_NE(batch.find("trained with batch size 32, this run has batch size 16"), std::string::npos)
+      << batch;
+  EXPECT_NE(batch.find("resume with --batch-size 32, or start a new run"), std::string::npos);
+  r.batch_size.reset();
   r.config_path = test::write_temp_file("checkpoint_other.yaml", R"(name: other
 input: {shape: [1, 12, 12]}
 layers:
