@@ -16,16 +16,8 @@ namespace fs = std::filesystem;
 
 // A learning rate high enough that the test loss does not simply fall every epoch.
 std::string best_config(const std::string& dir, const std::string& metric) {
-  return test::write_temp_file("best_" + metric + ".yaml", R"(name: ckpt_best
-input: {shape: [1, 12, 12]}
-layers:
-  - conv2d: {filters: 4, kernel: 3}
-  - relu
-  - maxpool: {kernel: 2}
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
-train:
+  return test::write_temp_file("best_" + metric + ".yaml",
+                               test::small_model_yaml("ckpt_best") + R"(train:
   epochs: 5
   batch_size: 32
   optimizer: {type: sgd, lr: 0.3, momentum: 0.9}

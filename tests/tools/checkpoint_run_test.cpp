@@ -26,16 +26,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string small_config(const std::string& extra_train = "") {
-  return test::write_temp_file("checkpoint_run.yaml", R"(name: ckpt_small
-input: {shape: [1, 12, 12]}
-layers:
-  - conv2d: {filters: 4, kernel: 3}
-  - relu
-  - maxpool: {kernel: 2}
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
-train:
+  return test::write_temp_file("checkpoint_run.yaml",
+                               test::small_model_yaml("ckpt_small") + R"(train:
   epochs: 3
   batch_size: 32
   optimizer: {type: sgd, lr: 0.05, momentum: 0.9}

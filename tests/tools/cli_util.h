@@ -35,6 +35,21 @@ inline std::string source_path(const std::string& rel) {
 
 // ctest runs tests as parallel processes, and several write the same file: each writes its own
 // copy and renames it into place, so a reader never sees a half-written file.
+// The small model and synthetic data the CLI tests train (well under a second an epoch); a
+// config is this plus its train section.
+inline std::string small_model_yaml(const std::string& name) {
+  return "name: " + name + R"(
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 4, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
+)";
+}
+
 inline std::string write_temp_file(const std::string& name, const std::string& text) {
   std::string path = ::testing::TempDir() + name;
   std::string tmp = path + ".tmp." + std::to_string(getpid());

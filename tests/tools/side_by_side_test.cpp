@@ -20,16 +20,9 @@ using test::run_trainer;
 
 // A model small enough to train twice in well under a second.
 std::string small_config() {
-  return test::write_temp_file("side_by_side.yaml", R"(name: small
-input: {shape: [1, 12, 12]}
-layers:
-  - conv2d: {filters: 4, kernel: 3}
-  - relu
-  - maxpool: {kernel: 2}
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
-train: {epochs: 2, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
+  return test::write_temp_file("side_by_side.yaml",
+                               test::small_model_yaml("small") + R"(train:
+  {epochs: 2, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
 )");
 }
 
