@@ -1,6 +1,10 @@
 // BatchQueue: a ring of host buffers filled in batch order by background workers.
 #include "engine/batch_queue.h"
 
+#include <pthread.h>
+
+#include <csignal>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -44,6 +48,12 @@ BatchQueue::Slot* BatchQueue::claim_free_slot() {
 }
 
 void BatchQueue::work() {
+  // Ctrl-C and SIGTERM belong to the training thread, which checks for them after each step.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 #ifdef _OPENMP
   // A worker fills a whole batch by itself: a parallel region here would start a second team
   // of every core's threads beside the one computing the step.
