@@ -70,7 +70,7 @@ void TrainStep::upload(int64_t n, const float* images, const int32_t* labels) {
   backend_.upload(y, labels);
 }
 
-void TrainStep::train(int64_t n, double lr, uint64_t step) {
+void TrainStep::compute(int64_t n, uint64_t step) {
   Context ctx{backend_, true, seed_, step};
   Tensor logits = graph_.forward(ctx, n);
   Tensor labels = labels_.prefix(n);
@@ -79,7 +79,13 @@ void TrainStep::train(int64_t n, double lr, uint64_t step) {
   backend_.accuracy(correct_, logits, labels);
   loss_.backward(ctx, logits, labels, dlogits);
   graph_.backward(ctx, dlogits);
-  optimizer_.step(lr);
+}
+
+void TrainStep::update(double lr) { optimizer_.step(lr); }
+
+void TrainStep::train(int64_t n, double lr, uint64_t step) {
+  compute(n, step);
+  update(lr);
 }
 
 void TrainStep::infer(int64_t n) {
@@ -157,7 +163,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         std::vector<std::string> trace;
         trace_layers(graph, backend, rows, trace);
         try {
-          step.train(n, lr, global_step);
+          step.compute(n, global_step);
         } catch (...) {
           graph.set_layer_hook(nullptr);
           throw;
@@ -165,8 +171,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         graph.set_layer_hook(nullptr);
         options.on_placement(rows);
       } else {
-        step.train(n, lr, global_step);
+        step.compute(n, global_step);
       }
+      // The loss is read before the update, so a step that is not finite changes no weight.
       double l, correct;
       step.read(&l, &correct);
       if (!std::isfinite(l)) {
@@ -180,6 +187,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                               "{:g}; try --lr {:g} or a gentler schedule)",
                               lr, config.train.optimizer.lr, config.train.optimizer.lr / 10));
       }
+      step.update(lr);
       ++global_step;
       result.step_losses.push_back(l);
       loss_sum += l * static_cast<double>(n);

@@ -87,8 +87,12 @@ class TrainStep {
   Backend& backend() { return backend_; }
   // Uploads n samples (host floats and labels) into the batch buffers.
   void upload(int64_t n, const float* images, const int32_t* labels);
-  // Forward, loss, backward and update on the first n samples of the batch buffers; the loss
-  // and correct count stay on the device until read().
+  // Forward, loss and backward on the first n samples of the batch buffers, as training step
+  // `step` (its dropout masks); the loss and correct count stay on the device until read().
+  void compute(int64_t n, uint64_t step);
+  // The optimizer's update of every parameter from the gradients compute() left.
+  void update(double lr);
+  // compute() then update(): a step whose loss is not looked at (bench, profiles).
   void train(int64_t n, double lr, uint64_t step);
   // Forward and loss only (evaluation / inference).
   void infer(int64_t n);
