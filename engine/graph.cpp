@@ -116,9 +116,7 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
   const int64_t n = dlogits.dim(0);
   Tensor top = grads_.back().prefix(n);
   if (top.data() != dlogits.data()) ctx.backend.copy(top, dlogits);
-  // Layers below the first one with parameters need no gradient at all.
-  size_t first = 0;
-  while (first < layers_.size() && layers_[first]->params().empty()) ++first;
+  const size_t first = first_trainable();
   for (size_t i = layers_.size(); i-- > first;) {
     if (layers_[i]->is_view()) continue;
     Tensor x = acts_[i].prefix(n), y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
@@ -127,6 +125,16 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
     layers_[i]->backward(ctx, x, y, dy, i > first ? &dx : nullptr);
     if (hook_) hook_(i, true, true);
   }
+}
+
+size_t Graph::first_trainable() const {
+  size_t first = 0;
+  while (first < layers_.size() && layers_[first]->params().empty()) ++first;
+  return first;
+}
+
+Tensor Graph::input_gradient(size_t layer, int64_t n) const {
+  return layer > first_trainable() ? grads_[layer].prefix(n) : Tensor();
 }
 
 std::vector<Param*> Graph::params() {

@@ -41,6 +41,13 @@ class Graph {
   using LayerHook = std::function<void(size_t layer, bool backward, bool done)>;
   void set_layer_hook(LayerHook hook) { hook_ = std::move(hook); }
 
+  // Layer i's output, the gradient of that output and of its input, first n samples, as the last
+  // forward and backward left them (NaN diagnosis). The input gradient is undefined where the
+  // backward computes none (at and below the first layer with parameters).
+  Tensor output(size_t layer, int64_t n) const { return acts_[layer + 1].prefix(n); }
+  Tensor output_gradient(size_t layer, int64_t n) const { return grads_[layer + 1].prefix(n); }
+  Tensor input_gradient(size_t layer, int64_t n) const;
+
   std::vector<Param*> params();
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::vector<SummaryRow> summary() const;
@@ -55,6 +62,8 @@ class Graph {
   static std::vector<float> initial_values(const Param& p, uint64_t seed, uint64_t stream);
 
  private:
+  // Layers below the first one with parameters need no gradient at all.
+  size_t first_trainable() const;
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
   int64_t classes_ = 0;

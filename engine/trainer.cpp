@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/error.h"
+#include "engine/numerics.h"
 #include "engine/progress.h"
 #include "engine/rng.h"
 
@@ -178,9 +179,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       step.read(&l, &correct);
       if (!std::isfinite(l)) {
         throw NumericsError(
-            fmt::format("the training loss became {} at step {} (epoch {}, batch {} of {})",
+            fmt::format("the training loss became {} at step {} (epoch {}, batch {} of {}); {}",
                         std::isnan(l) ? "NaN" : "infinite", global_step + 1, epoch + 1, b + 1,
-                        batches),
+                        batches, locate_nonfinite(step, n, global_step)),
             lr == config.train.optimizer.lr
                 ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
                 : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "

@@ -83,6 +83,7 @@ class TrainStep {
   Tensor& labels() { return labels_; }
   Tensor& input() { return graph_.input(); }
   Graph& graph() { return graph_; }
+  const Loss& loss() const { return loss_; }
   Optimizer& optimizer() { return optimizer_; }
   Backend& backend() { return backend_; }
   // Uploads n samples (host floats and labels) into the batch buffers.

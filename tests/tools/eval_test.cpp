@@ -93,6 +93,27 @@ train: {epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: 0
   EXPECT_NE(r.out.find(" at step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: lower the learning rate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the last good checkpoint is " + dir + "/epoch-"), std::string::npos) << r.out;
+  // The loss grew over several epochs, so the weights went first; the message names them.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(; the weights dense_[12]\.(weight|bias) hold )"
+                                                  R"([0-9]+ non-finite values?: an earlier )"
+                                                  R"(update made them so\n)")))
+      << r.out;
+}
+
+// LeNet on the MNIST sample with a learning rate far too high: the error names a layer or its
+// weights.
+TEST(NanLoss, LeNetNamesWhereTheFirstNonFiniteValueAppeared) {
+  auto r = test::run_trainer("--config " + test::source_path("configs/lenet.yaml") +
+                             " --quiet --epochs 1 --lr 50");
+  EXPECT_EQ(r.status, 6) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(error: the training loss became (NaN|infinite) at step [0-9]+ )"
+                        R"(\(epoch 1, batch [0-9]+ of [0-9]+\); )"
+                        R"((the weights (conv2d|dense)_[12]\.(weight|bias) hold|)"
+                        R"(first non-finite value: (output|gradient) of (conv2d|dense|relu|maxpool)_))")))
+      << r.out;
+  EXPECT_NE(r.out.find("hint: lower the learning rate (it was 50; try --lr 5)"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace

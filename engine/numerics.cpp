@@ -1,0 +1,79 @@
+// The diagnosis of a non-finite training step: input, weights, then layer by layer.
+#include "engine/numerics.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "engine/trainer.h"
+
+namespace tandem {
+namespace {
+
+std::string nonfinite_values(int64_t k) {
+  return fmt::format("{} non-finite value{}", k, k == 1 ? "" : "s");
+}
+
+std::string of_layer(const Layer& layer) {
+  return fmt::format("{} (layer {}, {})", layer.name(), layer.index() + 1, layer.type());
+}
+
+}  // namespace
+
+std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
+  Backend& backend = step.backend();
+  Graph& graph = step.graph();
+  if (int64_t bad = backend.count_nonfinite(graph.input().prefix(n)))
+    return fmt::format("the input batch holds {} (check data.normalize)", nonfinite_values(bad));
+  for (const Param* p : graph.params())
+    if (int64_t bad = backend.count_nonfinite(p->value))
+      return fmt::format("the weights {} hold {}: an earlier update made them so", p->name,
+                         nonfinite_values(bad));
+
+  // Input and weights are finite: the step itself made the value. Run it again, checking each
+  // layer's output after its forward, the loss and its gradient between the passes, and each
+  // layer's parameter and input gradients after its backward; the first one found is named.
+  const auto& layers = graph.layers();
+  std::string found;
+  bool between_passes = true;
+  auto check = [&](const Tensor& t, const std::string& what) {
+    if (!found.empty() || !t.defined()) return;
+    if (int64_t bad = backend.count_nonfinite(t))
+      found = fmt::format("{}, {} of {} values", what, bad, t.numel());
+  };
+  auto check_loss = [&] {
+    between_passes = false;
+    if (!found.empty()) return;
+    double loss, correct;
+    step.read(&loss, &correct);
+    if (!std::isfinite(loss))
+      found = fmt::format("the {} loss of finite outputs", step.loss().type());
+    check(graph.output_gradient(layers.size() - 1, n),
+          "the loss gradient (of the model's outputs)");
+  };
+  graph.set_layer_hook([&](size_t i, bool backward, bool done) {
+    const Layer& layer = *layers[i];
+    if (!backward) {
+      if (done) check(graph.output(i, n), "output of " + of_layer(layer));
+    } else if (!done) {
+      if (between_passes) check_loss();
+    } else {
+      for (const Param& p : layer.params())
+        check(p.grad, "gradient of " + p.name + " in the backward pass");
+      check(graph.input_gradient(i, n),
+            "gradient of the input of " + of_layer(layer) + " in the backward pass");
+    }
+  });
+  try {
+    step.compute(n, step_id);
+  } catch (...) {
+    graph.set_layer_hook(nullptr);
+    throw;
+  }
+  graph.set_layer_hook(nullptr);
+  if (between_passes) check_loss();  // a model whose backward ran no layer
+  if (found.empty()) return "run again, the step gave finite values throughout";
+  return "first non-finite value: " + found;
+}
+
+}  // namespace tandem

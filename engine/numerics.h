@@ -1,0 +1,20 @@
+// Where a training step's first non-finite value (NaN or Inf) appeared, for the error that stops
+// the run and the line that reports a skipped step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+class TrainStep;
+
+// Diagnoses the step that TrainStep::compute(n, step) has just run, before any update, while its
+// batch is still in the buffers: the input batch, then every weight, then the step run again
+// (the same masks) with the first non-finite layer output or gradient named in pass order.
+// Returns a phrase for a message: "the input batch holds 3 non-finite values (check
+// data.normalize)", "the weights dense_1.weight hold 12 non-finite values: an earlier update made
+// them so", "first non-finite value: output of dense_2 (layer 4, dense), 48 of 48 values".
+std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id);
+
+}  // namespace tandem
