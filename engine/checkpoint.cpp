@@ -369,6 +369,7 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   m.epoch = static_cast<int64_t>(meta_int(h, "epoch", path));
   m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
   m.step = meta_int(h, "step", path);
+  m.updates = h.meta.count("updates") ? meta_int(h, "updates", path) : m.step;
   m.seed = meta_int(h, "seed", path);
   m.normalize_mean = meta_floats(h, "normalize_mean", path);
   m.normalize_std = meta_floats(h, "normalize_std", path);
@@ -421,6 +422,7 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"epoch", std::to_string(meta.epoch)},
       {"batch", std::to_string(meta.batch)},
       {"step", std::to_string(meta.step)},
+      {"updates", std::to_string(meta.updates)},
       {"seed", std::to_string(meta.seed)},
       {"normalize_mean", float_list(meta.normalize_mean)},
       {"normalize_std", float_list(meta.normalize_std)},
@@ -523,13 +525,15 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
 
 void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
                      const CheckpointMeta& meta) {
-  write_checkpoint(path, checkpoint_tensors(graph, optimizer), meta);
+  CheckpointMeta m = meta;
+  m.updates = static_cast<uint64_t>(optimizer.steps());
+  write_checkpoint(path, checkpoint_tensors(graph, optimizer), m);
 }
 
 CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimizer& optimizer) {
   NamedTensors tensors = checkpoint_tensors(graph, optimizer);
   CheckpointMeta meta = read_checkpoint(path, tensors);
-  optimizer.set_steps(static_cast<int64_t>(meta.step));
+  optimizer.set_steps(static_cast<int64_t>(meta.updates));
   return meta;
 }
 

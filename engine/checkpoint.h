@@ -21,6 +21,9 @@ struct CheckpointMeta {
   int64_t epoch = 0;        // epochs completed
   int64_t batch = 0;        // batches done of the next epoch (a run stopped mid-epoch); else 0
   uint64_t step = 0;        // training steps done
+  // Optimizer updates done: fewer than `step` where steps were skipped (on_nan: skip_step).
+  // save_checkpoint records the optimizer's; absent from older checkpoints: read as `step`.
+  uint64_t updates = 0;
   uint64_t seed = 0;
   // data.normalize as trained (computed ones with normalize: auto); empty: none recorded.
   std::vector<float> normalize_mean, normalize_std;

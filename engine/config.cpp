@@ -372,6 +372,7 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.train.threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
   c.train.shuffle = train.get_bool("shuffle", true);
   c.train.drop_last = train.get_bool("drop_last", false);
+  c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
 
   ConfigMap opt = train.map("optimizer");
   OptimizerConfig& o = c.train.optimizer;

@@ -120,6 +120,7 @@ struct TrainConfig {
   bool shuffle = true;
   bool drop_last = false;
   CheckpointConfig checkpoint;
+  std::string on_nan = "stop";  // stop | skip_step: what a non-finite step does
 };
 
 struct Config {

@@ -20,6 +20,12 @@ std::string of_layer(const Layer& layer) {
 
 }  // namespace
 
+bool gradients_finite(Graph& graph, Backend& backend) {
+  for (const Param* p : graph.params())
+    if (backend.count_nonfinite(p->grad)) return false;
+  return true;
+}
+
 std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
   Backend& backend = step.backend();
   Graph& graph = step.graph();

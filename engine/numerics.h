@@ -7,7 +7,12 @@
 
 namespace tandem {
 
+class Backend;
+class Graph;
 class TrainStep;
+
+// True when every parameter gradient of the last backward is finite (one pass over them).
+bool gradients_finite(Graph& graph, Backend& backend);
 
 // Diagnoses the step that TrainStep::compute(n, step) has just run, before any update, while its
 // batch is still in the buffers: the input batch, then every weight, then the step run again

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/error.h"
 #include "engine/numerics.h"
@@ -42,6 +43,20 @@ void trace_layers(Graph& graph, Backend& backend, std::vector<LayerProfile>& row
       if (std::find(ops.begin(), ops.end(), line) == ops.end()) ops.push_back(std::move(line));
     trace.clear();
   });
+}
+
+// on_nan: skip_step: the non-finite steps in a row that stop the run, and the ones reported.
+constexpr int64_t kMaxSkippedInARow = 10;
+constexpr int64_t kSkippedStepsReported = 10;
+
+// A non-finite step that stops the run: its cause, and the learning rate to try.
+NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause) {
+  return NumericsError(
+      std::move(cause),
+      lr == opt.lr ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
+                   : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
+                                 "{:g}; try --lr {:g} or a gentler schedule)",
+                                 lr, opt.lr, opt.lr / 10));
 }
 
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
@@ -136,6 +151,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                    host_allocator(backend));
   const int64_t batches = train_data.batches_per_epoch();
   uint64_t global_step = options.start.step;
+  // on_nan: skip_step also checks every gradient (a pass over them each step).
+  const bool skip_bad = config.train.on_nan == "skip_step";
+  int64_t skipped_in_a_row = 0;
   if (options.on_start) options.on_start(step);
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
@@ -146,7 +164,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     ProgressBar bar(batches, options.progress);
     auto start = Clock::now();
     double loss_sum = 0, correct_sum = 0, lr = 0;
-    int64_t seen = 0;
+    int64_t seen = 0, epoch_skipped = 0;
     bool stopped = false;
     int64_t b = first;
     for (; b < batches; ++b) {
@@ -177,25 +195,39 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       // The loss is read before the update, so a step that is not finite changes no weight.
       double l, correct;
       step.read(&l, &correct);
-      if (!std::isfinite(l)) {
-        throw NumericsError(
-            fmt::format("the training loss became {} at step {} (epoch {}, batch {} of {}); {}",
-                        std::isnan(l) ? "NaN" : "infinite", global_step + 1, epoch + 1, b + 1,
-                        batches, locate_nonfinite(step, n, global_step)),
-            lr == config.train.optimizer.lr
-                ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
-                : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
-                              "{:g}; try --lr {:g} or a gentler schedule)",
-                              lr, config.train.optimizer.lr, config.train.optimizer.lr / 10));
+      if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
+        const std::string where = locate_nonfinite(step, n, global_step);
+        if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
+          throw nonfinite_error(
+              config.train.optimizer, lr,
+              fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
+                          std::isfinite(l) ? "a gradient became non-finite"
+                                           : fmt::format("the training loss became {}",
+                                                         std::isnan(l) ? "NaN" : "infinite"),
+                          global_step + 1, epoch + 1, b + 1, batches,
+                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: skip_step)",
+                                                 kMaxSkippedInARow)
+                                   : "",
+                          where));
+        if (++result.skipped_steps <= kSkippedStepsReported)
+          spdlog::warn("skipped step {}: {} ({})", global_step + 1,
+                       std::isfinite(l) ? fmt::format("loss {:.4f}, a gradient non-finite", l)
+                                        : std::isnan(l) ? "loss NaN" : "loss infinite",
+                       where);
+        ++epoch_skipped;
+      } else {
+        step.update(lr);
+        skipped_in_a_row = 0;
+        result.step_losses.push_back(l);
+        loss_sum += l * static_cast<double>(n);
+        correct_sum += correct;
+        seen += n;
       }
-      step.update(lr);
       ++global_step;
-      result.step_losses.push_back(l);
-      loss_sum += l * static_cast<double>(n);
-      correct_sum += correct;
-      seen += n;
-      bar.update(b + 1, loss_sum / static_cast<double>(seen), correct_sum / static_cast<double>(seen),
-                 static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+      if (seen)
+        bar.update(b + 1, loss_sum / static_cast<double>(seen),
+                   correct_sum / static_cast<double>(seen),
+                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
       if (options.stop && options.stop()) {
         result.stopped = true;
         ++b;  // this batch is done
@@ -217,6 +249,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     e.train_accuracy = seen ? correct_sum / static_cast<double>(seen) : 0;
     e.images_per_second = static_cast<double>(seen) / std::max(1e-9, e.seconds);
     e.learning_rate = lr;
+    e.skipped_steps = epoch_skipped;
+    if (epoch_skipped)
+      spdlog::warn("epoch {}: {} step{} skipped (not finite; on_nan: skip_step)", epoch + 1,
+                   epoch_skipped, epoch_skipped == 1 ? "" : "s");
     if (test_data && test_data->size() > 0) {
       EvalStats t = evaluate(step, *test_data, max_batch, options.data_workers);
       e.test_loss = t.loss;

@@ -27,6 +27,7 @@ struct EpochStats {
   size_t peak_memory_bytes = 0;
   bool has_val = false;  // a validation split was evaluated (data.val_split)
   double val_loss = 0, val_accuracy = 0;
+  int64_t skipped_steps = 0;  // steps not applied for being non-finite (on_nan: skip_step)
 };
 
 struct EvalStats {
@@ -73,6 +74,7 @@ struct TrainResult {
   std::vector<EpochStats> epochs;
   std::vector<double> step_losses;  // every step's mini-batch loss, in order
   bool stopped = false;             // TrainOptions::stop ended the run
+  int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
 };
 
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
@@ -110,7 +112,8 @@ class TrainStep {
 };
 
 // Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each.
-// Throws NumericsError when the loss stops being finite.
+// Throws NumericsError when the loss stops being finite (on_nan: stop), or after
+// several non-finite steps in a row that were skipped (on_nan: skip_step).
 TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,
                   BatchSource& train_data, BatchSource* test_data, const TrainOptions& options);
 

@@ -372,7 +372,9 @@ int run_train(const RunRequest& r) {
       }
       if (run.result.stopped) {
         fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
-                   stop.name(), run.result.step_losses.size() + options.start.step, config.file,
+                   stop.name(),
+                   run.result.step_losses.size() + run.result.skipped_steps + options.start.step,
+                   config.file,
                    many ? " --device " + run.device.label : "", checkpoints.last_path());
         return stop.exit_status();
       }

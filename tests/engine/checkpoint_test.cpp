@@ -60,6 +60,7 @@ CheckpointMeta some_meta() {
   m.epoch = 3;
   m.batch = 5;
   m.step = 123456789012ULL;
+  m.updates = 123456789000ULL;
   m.seed = 42;
   m.class_names = {"cat", "dog \"big\"", "", "t\\ree"};
   m.batch_size = 96;
@@ -93,6 +94,7 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_EQ(m.epoch, want.epoch);
   EXPECT_EQ(m.batch, want.batch);
   EXPECT_EQ(m.step, want.step);
+  EXPECT_EQ(m.updates, want.updates);
   EXPECT_EQ(m.seed, want.seed);
   EXPECT_EQ(m.class_names, want.class_names);
   EXPECT_EQ(m.batch_size, want.batch_size);
@@ -124,6 +126,33 @@ TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
   EXPECT_EQ(m.batch_size, 0);
   EXPECT_EQ(m.seed, 42u);
   EXPECT_EQ(dst.values(1), src.values(1));
+}
+
+// Rewrites a checkpoint without one metadata field (a numeric one), like an older version wrote.
+void erase_meta(const std::string& path, const std::string& key) {
+  const std::string bytes = read_all(path);
+  uint64_t len = 0;
+  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
+  std::string header = bytes.substr(8, len);
+  const size_t from = header.find(",\"" + key + "\":");
+  ASSERT_NE(from, std::string::npos) << key;
+  header.erase(from, header.find('"', header.find(":\"", from) + 2) + 1 - from);
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string old(8, '\0');
+  for (int i = 0; i < 8; ++i) old[i] = static_cast<char>(header.size() >> (8 * i));
+  write_all(path, old + header + bytes.substr(8 + len));
+}
+
+// Before steps could be skipped (on_nan: skip_step) every step was an optimizer update.
+TEST(Checkpoint, WithoutAnUpdateCountEveryStepWasAnUpdate) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("old_updates.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  erase_meta(path, "updates");
+  Tensors dst = model_tensors();
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  EXPECT_EQ(m.updates, some_meta().step);
+  EXPECT_EQ(dst.values(0), src.values(0));
 }
 
 // A deliberately separate reader of the format: length, JSON offsets, dtype, sizes.

@@ -70,6 +70,13 @@ TEST(Config, GoodConfigParsesEveryField) {
   EXPECT_EQ(g.layers()[4]->input_shape(), (Shape{64}));
 }
 
+TEST(Config, OnNanStopsUnlessSetToSkipStep) {
+  EXPECT_EQ(parse_config(kGood, "good.yaml").train.on_nan, "stop");
+  EXPECT_EQ(parse_config(with("  seed: 3\n", "  seed: 3\n  on_nan: skip_step\n"), "good.yaml")
+                .train.on_nan,
+            "skip_step");
+}
+
 TEST(Config, DataWorkersAreAutoUnlessSet) {
   EXPECT_EQ(parse_config(kGood, "good.yaml").data.workers, -1);
   EXPECT_EQ(parse_config(with("format: synthetic", "format: synthetic, workers: auto"), "w.yaml")
@@ -180,6 +187,9 @@ INSTANTIATE_TEST_SUITE_P(
                    "expected one of: test_accuracy, test_loss, train_accuracy, train_loss, val_accuracy, val_loss"}},
         BadConfig{"CheckpointBestValWithoutValSplit", with("keep: 3", "keep: 3, best: val_loss"),
                   {"train.checkpoint: 'best': val_loss needs a validation split: set data.val_split"}},
+        BadConfig{"OnNanUnknownValue", with("  seed: 3\n", "  seed: 3\n  on_nan: skip\n"),
+                  {"bad.yaml:17:3: train: 'on_nan': unknown value 'skip'",
+                   "expected one of: stop, skip_step"}},
         BadConfig{"CheckpointDirNotText", with("dir: ckpts", "dir: [a, b]"),
                   {"train.checkpoint: 'dir':"}},
         BadConfig{"EmptyFile", "", {"bad.yaml: the config is empty"}}),

@@ -2,11 +2,18 @@
 #include "engine/numerics.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <limits>
+#include <regex>
+#include <set>
+#include <sstream>
 
 #include "engine/backend_registry.h"
+#include "engine/checkpoint.h"
+#include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
 #include "engine/trainer.h"
@@ -16,7 +23,7 @@ namespace {
 
 constexpr int64_t kBatch = 4;
 
-// dense_1 (8 -> 16), relu, dense_2 (16 -> 3) on a batch of ones, one training step computed.
+// dense_1 (8 -> 16), relu (or another activation), dense_2 (16 -> 3) on a batch of ones.
 struct SmallStep {
   Config config;
   std::unique_ptr<Backend> backend = create_backend("cpu", {});
@@ -24,10 +31,12 @@ struct SmallStep {
   std::unique_ptr<Loss> loss;
   std::unique_ptr<TrainStep> step;
 
-  explicit SmallStep(const std::string& loss_type = "softmax_cross_entropy")
+  explicit SmallStep(const std::string& loss_type = "softmax_cross_entropy",
+                     const std::string& activation = "relu")
       : config(parse_config("name: small\ninput: {shape: [8]}\nlayers:\n  - dense: {units: 16}\n"
-                            "  - relu\n  - dense: {units: 3}\nloss: " +
-                                loss_type + "\ntrain: {batch_size: 4, seed: 7}\n",
+                            "  - " +
+                                activation + "\n  - dense: {units: 3}\nloss: " + loss_type +
+                                "\ntrain: {batch_size: 4, seed: 7}\n",
                             "small.yaml")),
         graph(config),
         loss(make_loss(config.loss)) {
@@ -117,6 +126,156 @@ TEST(LocateNonfinite, AFiniteStepIsBlamedOnNothing) {
   SmallStep s;
   ASSERT_TRUE(std::isfinite(s.computed_loss()));
   EXPECT_EQ(locate_nonfinite(*s.step, kBatch, 0).find("first non-finite value"), std::string::npos);
+}
+
+// 20 batches of 4 samples (8 values each, a learnable class signal); the batches listed (0-based)
+// hold a NaN.
+class PoisonedBatches : public BatchSource {
+ public:
+  static constexpr int64_t kBatches = 20;
+  explicit PoisonedBatches(std::set<int64_t> bad) : bad_(std::move(bad)) {}
+  int64_t size() const override { return kBatches * kBatch; }
+  int64_t batches_per_epoch() const override { return kBatches; }
+  void start_epoch(int64_t) override {}
+  int64_t fill(int64_t b, float* images, int32_t* labels) const override {
+    for (int64_t i = 0; i < kBatch; ++i) {
+      labels[i] = static_cast<int32_t>((b + i) % 3);
+      for (int64_t j = 0; j < 8; ++j)
+        images[i * 8 + j] = j % 3 == labels[i] ? 1.f : 0.1f * static_cast<float>(j - i);
+    }
+    if (bad_.count(b)) images[5] = std::numeric_limits<float>::quiet_NaN();
+    return kBatch;
+  }
+
+ private:
+  std::set<int64_t> bad_;
+};
+
+TrainResult train_on(SmallStep& s, const std::set<int64_t>& bad, const std::string& on_nan) {
+  s.config.train.on_nan = on_nan;
+  PoisonedBatches data(bad);
+  TrainOptions options;
+  options.progress = false;
+  return train(s.config, s.graph, *s.loss, *s.backend, data, nullptr, options);
+}
+
+bool all_weights_finite(SmallStep& s) {
+  for (Param* p : s.graph.params())
+    for (float v : s.values(p->value))
+      if (!std::isfinite(v)) return false;
+  return true;
+}
+
+// tanh passes a NaN on to the loss; relu (max(0, x)) turns it into 0, so that only the gradients
+// show it.
+TEST(OnNan, StopEndsTheRunAtTheFirstNonFiniteLossNamingItsCause) {
+  SmallStep s("softmax_cross_entropy", "tanh");
+  try {
+    train_on(s, {3}, "stop");
+    FAIL() << "expected a NumericsError";
+  } catch (const NumericsError& e) {
+    EXPECT_EQ(e.cause(),
+              "the training loss became NaN at step 4 (epoch 1, batch 4 of 20); the input batch "
+              "holds 1 non-finite value (check data.normalize)");
+    EXPECT_NE(e.hint().find("lower the learning rate"), std::string::npos) << e.hint();
+  }
+}
+
+// The skipped steps' lines, logged while `fn` runs.
+template <typename Fn>
+std::string log_of(Fn&& fn) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  try {
+    fn();
+  } catch (...) {
+    spdlog::set_default_logger(previous);
+    throw;
+  }
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+TEST(OnNan, SkipStepLeavesOutAStepWithANonFiniteLossAndTrainsOn) {
+  SmallStep s("softmax_cross_entropy", "tanh");
+  TrainResult r;
+  const std::string log = log_of([&] { r = train_on(s, {3}, "skip_step"); });
+  EXPECT_EQ(r.skipped_steps, 1);
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_EQ(r.epochs[0].skipped_steps, 1);
+  EXPECT_TRUE(std::isfinite(r.epochs[0].train_loss));
+  EXPECT_EQ(r.step_losses.size(), static_cast<size_t>(PoisonedBatches::kBatches - 1));
+  for (double l : r.step_losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_TRUE(all_weights_finite(s));
+  EXPECT_NE(log.find("skipped step 4: loss NaN (the input batch holds 1 non-finite value (check "
+                     "data.normalize))"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("epoch 1: 1 step skipped"), std::string::npos) << log;
+}
+
+TEST(OnNan, SkipStepLeavesOutAStepWhoseLossIsFiniteButAGradientIsNot) {
+  SmallStep s;  // relu: the loss stays finite, dense_1's weight gradient does not
+  TrainResult r;
+  const std::string log = log_of([&] { r = train_on(s, {3}, "skip_step"); });
+  EXPECT_EQ(r.skipped_steps, 1);
+  EXPECT_TRUE(all_weights_finite(s));
+  EXPECT_TRUE(std::regex_search(
+      log, std::regex(R"(skipped step 4: loss [0-9.]+, a gradient non-finite \(the input batch)")))
+      << log;
+}
+
+TEST(OnNan, SkipStepStopsAtTheTenthBadStepInARow) {
+  SmallStep s("softmax_cross_entropy", "tanh");
+  std::set<int64_t> bad;
+  for (int64_t b = 3; b < 15; ++b) bad.insert(b);
+  try {
+    log_of([&] { train_on(s, bad, "skip_step"); });
+    FAIL() << "expected a NumericsError";
+  } catch (const NumericsError& e) {
+    EXPECT_NE(e.cause().find("the training loss became NaN at step 13 (epoch 1, batch 13 of 20), "
+                             "the 10th non-finite step in a row (on_nan: skip_step); the input "
+                             "batch holds 1 non-finite value"),
+              std::string::npos)
+        << e.cause();
+  }
+}
+
+TEST(OnNan, SkipStepCountsOnlyBadStepsInARowAndReportsTheFirstTen) {
+  SmallStep s("softmax_cross_entropy", "tanh");
+  s.config.train.epochs = 2;
+  std::set<int64_t> bad;
+  for (int64_t b = 1; b < PoisonedBatches::kBatches; b += 2) bad.insert(b);  // never 2 in a row
+  TrainResult r;
+  const std::string log = log_of([&] { r = train_on(s, bad, "skip_step"); });
+  EXPECT_EQ(r.skipped_steps, 20);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_EQ(r.epochs[1].skipped_steps, 10);
+  EXPECT_EQ(r.step_losses.size(), 20u);
+  EXPECT_TRUE(all_weights_finite(s));
+  std::regex line("skipped step ([0-9]+):");
+  std::vector<int> reported;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator();
+       ++it)
+    reported.push_back(std::stoi((*it)[1]));
+  EXPECT_EQ(reported, (std::vector<int>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20})) << log;
+  EXPECT_NE(log.find("epoch 1: 10 steps skipped"), std::string::npos) << log;
+  EXPECT_NE(log.find("epoch 2: 10 steps skipped"), std::string::npos) << log;
+}
+
+// Adam's bias correction counts updates, not steps: a resumed run continues both counts.
+TEST(OnNan, ACheckpointKeepsTheUpdateCountApartFromTheStepCount) {
+  const std::string path = ::testing::TempDir() + "skipped_updates.safetensors";
+  SmallStep a;
+  a.step->optimizer().set_steps(5);
+  CheckpointMeta meta;
+  meta.step = 7;  // two steps were skipped
+  save_checkpoint(path, a.graph, a.step->optimizer(), meta);
+  SmallStep b;
+  EXPECT_EQ(restore_checkpoint(path, b.graph, b.step->optimizer()).step, 7u);
+  EXPECT_EQ(b.step->optimizer().steps(), 5);
 }
 
 }  // namespace
