@@ -384,6 +384,15 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   }
   if (h.meta.count("batch_size"))
     m.batch_size = static_cast<int64_t>(meta_int(h, "batch_size", path));
+  if (auto it = h.meta.find("best_metric"); it != h.meta.end() && !it->second.empty()) {
+    m.best_metric = it->second;
+    m.best_epoch = static_cast<int64_t>(meta_int(h, "best_epoch", path));
+    auto v = h.meta.find("best_value");
+    if (v == h.meta.end() ||
+        std::from_chars(v->second.data(), v->second.data() + v->second.size(), m.best_value).ptr !=
+            v->second.data() + v->second.size())
+      corrupt(path, "metadata 'best_value' is missing or not a number");
+  }
   return m;
 }
 
@@ -427,7 +436,10 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"normalize_mean", float_list(meta.normalize_mean)},
       {"normalize_std", float_list(meta.normalize_std)},
       {"class_names", names},
-      {"batch_size", std::to_string(meta.batch_size)}};
+      {"batch_size", std::to_string(meta.batch_size)},
+      {"best_metric", meta.best_metric},
+      {"best_value", fmt::format("{}", meta.best_value)},
+      {"best_epoch", std::to_string(meta.best_epoch)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
                           json_string(fields[i].second));

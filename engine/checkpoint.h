@@ -29,6 +29,10 @@ struct CheckpointMeta {
   std::vector<float> normalize_mean, normalize_std;
   std::vector<std::string> class_names;  // the train split's, by label; empty: not recorded
   int64_t batch_size = 0;                // the run's batch size; 0: not recorded
+  // The run's best epoch so far by train.checkpoint.best, so that a resumed run compares with it.
+  std::string best_metric;  // empty: none
+  double best_value = 0;
+  int64_t best_epoch = 0;  // 0: none yet
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the

@@ -354,7 +354,7 @@ int run_train(const RunRequest& r) {
         if (metrics) metrics->write(e);
         checkpoints.epoch_done(e);
       };
-      if (!r.resume.empty()) resume_from(r.resume, c, options, r.quiet);
+      if (!r.resume.empty()) checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         checkpoints.write(s, at, stop.requested());
       };

@@ -49,6 +49,12 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
 
 void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }
 
+void RunCheckpoints::resumed(const CheckpointMeta& meta) {
+  if (meta.best_epoch == 0 || meta.best_metric != cfg_.best) return;
+  best_ = meta.best_value;
+  best_epoch_ = meta.best_epoch;
+}
+
 bool RunCheckpoints::improved(const TrainPosition& at) {
   const EpochMetric* metric = find_epoch_metric(cfg_.best);
   if (!metric || at.batch != 0 || last_epoch_.epoch != at.epoch) return false;
@@ -82,6 +88,11 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.normalize_std = std_;
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
+  if (best_epoch_) {
+    meta.best_metric = cfg_.best;
+    meta.best_value = best_;
+    meta.best_epoch = best_epoch_;
+  }
   if (periodic || stopping) {
     // A stop mid-epoch is named for the epoch it was in and the batches it had done.
     const std::string name =
@@ -116,7 +127,8 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
     fs::remove(files[i].second, ec);
 }
 
-void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet) {
+CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
+                           bool quiet) {
   const std::string file = find_checkpoint(path);
   const CheckpointMeta meta = read_checkpoint_meta(file);
   // The seed fixes every epoch's order and every dropout mask: another one would not continue.
@@ -145,6 +157,7 @@ void resume_from(const std::string& path, const Config& config, TrainOptions& op
   if (!quiet)
     fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device, meta.epoch + 1,
                meta.step);
+  return meta;
 }
 
 }  // namespace tandem

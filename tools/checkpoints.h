@@ -22,6 +22,8 @@ class RunCheckpoints {
   void write(TrainStep& step, const TrainPosition& at, bool stopping);
   // TrainOptions::on_epoch: the figures that choose DIR/best.safetensors (train.checkpoint.best).
   void epoch_done(const EpochStats& e);
+  // --resume: the best epoch before the resume, from the checkpoint resumed (same metric only).
+  void resumed(const CheckpointMeta& meta);
   const std::string& last_path() const { return last_path_; }
 
  private:
@@ -45,6 +47,7 @@ void prune_checkpoints(const std::string& dir, int64_t keep);
 
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
 // where the run starts and the restore of its weights and optimizer state; says so unless quiet.
-void resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
+// Returns the checkpoint's metadata.
+CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
 
 }  // namespace tandem

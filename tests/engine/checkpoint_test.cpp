@@ -64,6 +64,9 @@ CheckpointMeta some_meta() {
   m.seed = 42;
   m.class_names = {"cat", "dog \"big\"", "", "t\\ree"};
   m.batch_size = 96;
+  m.best_metric = "val_loss";
+  m.best_value = 0.12345678901234567;
+  m.best_epoch = 2;
   return m;
 }
 
@@ -98,6 +101,9 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_EQ(m.seed, want.seed);
   EXPECT_EQ(m.class_names, want.class_names);
   EXPECT_EQ(m.batch_size, want.batch_size);
+  EXPECT_EQ(m.best_metric, want.best_metric);
+  EXPECT_EQ(m.best_value, want.best_value);  // bit for bit
+  EXPECT_EQ(m.best_epoch, want.best_epoch);
   EXPECT_EQ(m.version, TANDEM_VERSION);
   EXPECT_EQ(read_checkpoint_meta(path).step, want.step);
   EXPECT_FALSE(std::filesystem::exists(temp_path(".round_trip.safetensors.tmp")));
@@ -153,6 +159,18 @@ TEST(Checkpoint, WithoutAnUpdateCountEveryStepWasAnUpdate) {
   CheckpointMeta m = read_checkpoint(path, dst.named);
   EXPECT_EQ(m.updates, some_meta().step);
   EXPECT_EQ(dst.values(0), src.values(0));
+}
+
+TEST(Checkpoint, WithoutABestEpochLoadsWithNone) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("old_best.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  for (const char* key : {"best_metric", "best_value", "best_epoch"}) erase_meta(path, key);
+  Tensors dst = model_tensors();
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  EXPECT_TRUE(m.best_metric.empty());
+  EXPECT_EQ(m.best_epoch, 0);
+  EXPECT_EQ(m.batch_size, 96);
 }
 
 // A deliberately separate reader of the format: length, JSON offsets, dtype, sizes.

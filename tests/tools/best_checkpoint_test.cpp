@@ -6,8 +6,11 @@
 #include <fstream>
 #include <regex>
 
+#include "engine/backend_registry.h"
 #include "engine/checkpoint.h"
+#include "engine/layer_registry.h"
 #include "tests/tools/cli_util.h"
+#include "tools/checkpoints.h"
 
 namespace tandem {
 namespace {
@@ -65,6 +68,65 @@ TEST(BestCheckpoint, HoldsTheEpochWithTheLowestTestLoss) { expect_best_of_run("t
 
 TEST(BestCheckpoint, HoldsTheEpochWithTheHighestTrainAccuracy) {
   expect_best_of_run("train_accuracy", false);
+}
+
+// A run's checkpoints as the trainer writes them after each epoch, on a small model's step.
+struct EpochWriter {
+  std::string dir;
+  Config config;
+  std::unique_ptr<Backend> backend = create_backend("cpu", {});
+  Graph graph{config};
+  std::unique_ptr<Loss> loss = make_loss(config.loss);
+  std::unique_ptr<TrainStep> step;
+  RunCheckpoints checkpoints{config, "cpu", false, true, {}};
+
+  explicit EpochWriter(const std::string& name)
+      : dir(::testing::TempDir() + name),
+        config(load_config(best_config(dir, "test_accuracy"))) {
+    fs::remove_all(dir);
+    graph.allocate(*backend, config.train.batch_size, config.train.seed);
+    step = std::make_unique<TrainStep>(graph, *loss, *backend, config.train.optimizer,
+                                       config.train.seed);
+  }
+  void epoch(int64_t epoch, double test_accuracy) {
+    EpochStats e;
+    e.epoch = epoch;
+    e.test_accuracy = test_accuracy;
+    checkpoints.epoch_done(e);
+    checkpoints.write(*step, {epoch, 0, static_cast<uint64_t>(8 * epoch)}, false);
+  }
+};
+
+CheckpointMeta best_before_resume(const std::string& metric, double value, int64_t epoch) {
+  CheckpointMeta m;
+  m.best_metric = metric;
+  m.best_value = value;
+  m.best_epoch = epoch;
+  return m;
+}
+
+TEST(BestCheckpoint, AResumedRunKeepsTheBestOfTheEpochsBeforeTheResume) {
+  EpochWriter run("ckpt_best_resumed");
+  run.checkpoints.resumed(best_before_resume("test_accuracy", 0.9, 2));
+  run.epoch(3, 0.8);  // worse than epoch 2: best.safetensors is not written
+  EXPECT_TRUE(fs::exists(run.dir + "/epoch-3.safetensors"));
+  EXPECT_FALSE(fs::exists(run.dir + "/best.safetensors"));
+  EXPECT_EQ(read_checkpoint_meta(run.dir + "/epoch-3.safetensors").best_epoch, 2);
+  run.epoch(4, 0.95);
+  ASSERT_TRUE(fs::exists(run.dir + "/best.safetensors"));
+  const CheckpointMeta m = read_checkpoint_meta(run.dir + "/best.safetensors");
+  EXPECT_EQ(m.epoch, 4);
+  EXPECT_EQ(m.best_metric, "test_accuracy");
+  EXPECT_EQ(m.best_value, 0.95);
+  EXPECT_EQ(m.best_epoch, 4);
+}
+
+TEST(BestCheckpoint, ABestByAnotherMetricBeforeTheResumeIsNotCompared) {
+  EpochWriter run("ckpt_best_other_metric");
+  run.checkpoints.resumed(best_before_resume("test_loss", 0.01, 2));
+  run.epoch(3, 0.8);
+  ASSERT_TRUE(fs::exists(run.dir + "/best.safetensors"));
+  EXPECT_EQ(read_checkpoint_meta(run.dir + "/best.safetensors").best_epoch, 3);
 }
 
 TEST(BestCheckpoint, AnUnknownMetricIsAConfigError) {
