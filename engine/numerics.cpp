@@ -26,15 +26,20 @@ bool gradients_finite(Graph& graph, Backend& backend) {
   return true;
 }
 
+std::string nonfinite_weights(Graph& graph, Backend& backend) {
+  for (const Param* p : graph.params())
+    if (int64_t bad = backend.count_nonfinite(p->value))
+      return fmt::format("the weights {} hold {}", p->name, nonfinite_values(bad));
+  return "";
+}
+
 std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
   Backend& backend = step.backend();
   Graph& graph = step.graph();
   if (int64_t bad = backend.count_nonfinite(graph.input().prefix(n)))
     return fmt::format("the input batch holds {} (check data.normalize)", nonfinite_values(bad));
-  for (const Param* p : graph.params())
-    if (int64_t bad = backend.count_nonfinite(p->value))
-      return fmt::format("the weights {} hold {}: an earlier update made them so", p->name,
-                         nonfinite_values(bad));
+  if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
+    return weights + ": an earlier update made them so";
 
   // Input and weights are finite: the step itself made the value. Run it again, checking each
   // layer's output after its forward, the loss and its gradient between the passes, and each

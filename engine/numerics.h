@@ -13,6 +13,9 @@ class TrainStep;
 
 // True when every parameter gradient of the last backward is finite (one pass over them).
 bool gradients_finite(Graph& graph, Backend& backend);
+// "" when every weight is finite; else names the first that is not: "the weights dense_1.weight
+// hold 12 non-finite values".
+std::string nonfinite_weights(Graph& graph, Backend& backend);
 
 // Diagnoses the step that TrainStep::compute(n, step) has just run, before any update, while its
 // batch is still in the buffers: the input batch, then every weight, then the step run again

@@ -241,6 +241,13 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       break;
     }
     backend.synchronize();
+    // A relu passes NaN on as 0: weights can turn non-finite while every loss stays finite.
+    if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
+      throw nonfinite_error(
+          config.train.optimizer, lr,
+          fmt::format("{} at the end of epoch {} (step {}) although the loss stayed finite (a relu "
+                      "passes NaN on as 0); on_nan: skip_step checks the gradients of every step",
+                      weights, epoch + 1, global_step));
     EpochStats e;
     e.device = options.device_label;
     e.epoch = epoch + 1;

@@ -198,6 +198,20 @@ std::string log_of(Fn&& fn) {
   return log.str();
 }
 
+// relu turns the NaN into 0, so every loss stays finite; the weights it spoilt end the epoch.
+TEST(OnNan, StopEndsTheEpochWhoseUpdatesSpoiltAWeightBehindAFiniteLoss) {
+  SmallStep s;
+  try {
+    train_on(s, {3}, "stop");
+    FAIL() << "expected a NumericsError";
+  } catch (const NumericsError& e) {
+    EXPECT_NE(e.cause().find("the weights dense_1.weight hold 16 non-finite values at the end of "
+                             "epoch 1 (step 20) although the loss stayed finite"),
+              std::string::npos)
+        << e.cause();
+  }
+}
+
 TEST(OnNan, SkipStepLeavesOutAStepWithANonFiniteLossAndTrainsOn) {
   SmallStep s("softmax_cross_entropy", "tanh");
   TrainResult r;
