@@ -53,10 +53,16 @@ constexpr int64_t kSkippedStepsReported = 10;
 NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause) {
   return NumericsError(
       std::move(cause),
-      lr == opt.lr ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
-                   : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
-                                 "{:g}; try --lr {:g} or a gentler schedule)",
-                                 lr, opt.lr, opt.lr / 10));
+      lr == opt.lr
+          ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
+          : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
+                        "{:g}; try --lr {:g} or a gentler schedule)",
+                        lr, opt.lr, opt.lr / 10));
+}
+
+// "NaN", "infinite" or "2.3026".
+std::string loss_text(double l) {
+  return std::isnan(l) ? "NaN" : std::isinf(l) ? "infinite" : fmt::format("{:.4f}", l);
 }
 
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
@@ -202,18 +208,16 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
               config.train.optimizer, lr,
               fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
                           std::isfinite(l) ? "a gradient became non-finite"
-                                           : fmt::format("the training loss became {}",
-                                                         std::isnan(l) ? "NaN" : "infinite"),
+                                           : "the training loss became " + loss_text(l),
                           global_step + 1, epoch + 1, b + 1, batches,
-                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: skip_step)",
+                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: "
+                                                 "skip_step)",
                                                  kMaxSkippedInARow)
                                    : "",
                           where));
         if (++result.skipped_steps <= kSkippedStepsReported)
-          spdlog::warn("skipped step {}: {} ({})", global_step + 1,
-                       std::isfinite(l) ? fmt::format("loss {:.4f}, a gradient non-finite", l)
-                                        : std::isnan(l) ? "loss NaN" : "loss infinite",
-                       where);
+          spdlog::warn("skipped step {}: loss {}{} ({})", global_step + 1, loss_text(l),
+                       std::isfinite(l) ? ", a gradient non-finite" : "", where);
         ++epoch_skipped;
       } else {
         step.update(lr);

@@ -374,8 +374,8 @@ int run_train(const RunRequest& r) {
         fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
                    stop.name(),
                    run.result.step_losses.size() + run.result.skipped_steps + options.start.step,
-                   config.file,
-                   many ? " --device " + run.device.label : "", checkpoints.last_path());
+                   config.file, many ? " --device " + run.device.label : "",
+                   checkpoints.last_path());
         return stop.exit_status();
       }
       const EpochStats& last = run.result.epochs.back();

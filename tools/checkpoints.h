@@ -48,6 +48,7 @@ void prune_checkpoints(const std::string& dir, int64_t keep);
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
 // where the run starts and the restore of its weights and optimizer state; says so unless quiet.
 // Returns the checkpoint's metadata.
-CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options, bool quiet);
+CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
+                           bool quiet);
 
 }  // namespace tandem

@@ -81,8 +81,7 @@ struct EpochWriter {
   RunCheckpoints checkpoints{config, "cpu", false, true, {}};
 
   explicit EpochWriter(const std::string& name)
-      : dir(::testing::TempDir() + name),
-        config(load_config(best_config(dir, "test_accuracy"))) {
+      : dir(::testing::TempDir() + name), config(load_config(best_config(dir, "test_accuracy"))) {
     fs::remove_all(dir);
     graph.allocate(*backend, config.train.batch_size, config.train.seed);
     step = std::make_unique<TrainStep>(graph, *loss, *backend, config.train.optimizer,

@@ -107,10 +107,11 @@ TEST(NanLoss, LeNetNamesWhereTheFirstNonFiniteValueAppeared) {
                              " --quiet --epochs 1 --lr 50");
   EXPECT_EQ(r.status, 6) << r.out;
   EXPECT_TRUE(std::regex_search(
-      r.out, std::regex(R"(error: the training loss became (NaN|infinite) at step [0-9]+ )"
-                        R"(\(epoch 1, batch [0-9]+ of [0-9]+\); )"
-                        R"((the weights (conv2d|dense)_[12]\.(weight|bias) hold|)"
-                        R"(first non-finite value: (output|gradient) of (conv2d|dense|relu|maxpool)_))")))
+      r.out,
+      std::regex(R"(error: the training loss became (NaN|infinite) at step [0-9]+ )"
+                 R"(\(epoch 1, batch [0-9]+ of [0-9]+\); )"
+                 R"((the weights (conv2d|dense)_[12]\.(weight|bias) hold|)"
+                 R"(first non-finite value: (output|gradient) of (conv2d|dense|relu|maxpool)_))")))
       << r.out;
   EXPECT_NE(r.out.find("hint: lower the learning rate (it was 50; try --lr 5)"), std::string::npos)
       << r.out;
