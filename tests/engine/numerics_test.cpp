@@ -151,10 +151,10 @@ class PoisonedBatches : public BatchSource {
   std::set<int64_t> bad_;
 };
 
-TrainResult train_on(SmallStep& s, const std::set<int64_t>& bad, const std::string& on_nan) {
+TrainResult train_on(SmallStep& s, const std::set<int64_t>& bad, const std::string& on_nan,
+                     TrainOptions options = {}) {
   s.config.train.on_nan = on_nan;
   PoisonedBatches data(bad);
-  TrainOptions options;
   options.progress = false;
   return train(s.config, s.graph, *s.loss, *s.backend, data, nullptr, options);
 }
@@ -290,6 +290,49 @@ TEST(OnNan, ACheckpointKeepsTheUpdateCountApartFromTheStepCount) {
   SmallStep b;
   EXPECT_EQ(restore_checkpoint(path, b.graph, b.step->optimizer()).step, 7u);
   EXPECT_EQ(b.step->optimizer().steps(), 5);
+}
+
+// With Adam, whose bias correction counts the updates, a run with a skipped step resumed after
+// it continues bit for bit.
+TEST(OnNan, ARunWithASkippedStepResumesBitForBit) {
+  const std::string path = ::testing::TempDir() + "skipped_resume.safetensors";
+  auto adam = [](SmallStep& s) {
+    s.config.train.optimizer.type = "adam";
+    s.config.train.epochs = 2;
+  };
+  SmallStep whole;
+  adam(whole);
+  TrainResult all;
+  log_of([&] { all = train_on(whole, {3}, "skip_step"); });
+  ASSERT_EQ(all.step_losses.size(), 2u * (PoisonedBatches::kBatches - 1));
+
+  SmallStep first;
+  adam(first);
+  TrainOptions stop;
+  int steps = 0;
+  TrainPosition at;
+  stop.stop = [&] { return ++steps == 7; };  // mid-epoch, three steps after the skipped one
+  stop.on_checkpoint = [&](TrainStep& step, const TrainPosition& p) {
+    CheckpointMeta meta;
+    meta.epoch = p.epoch, meta.batch = p.batch, meta.step = p.step;
+    save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    at = p;
+  };
+  TrainResult before;
+  log_of([&] { before = train_on(first, {3}, "skip_step", stop); });
+  ASSERT_TRUE(before.stopped);
+
+  SmallStep second;
+  adam(second);
+  TrainOptions resume;
+  resume.start = at;
+  resume.on_start = [&](TrainStep& step) {
+    restore_checkpoint(path, step.graph(), step.optimizer());
+  };
+  TrainResult after = train_on(second, {3}, "skip_step", resume);
+  std::vector<double> joined = before.step_losses;
+  joined.insert(joined.end(), after.step_losses.begin(), after.step_losses.end());
+  EXPECT_EQ(joined, all.step_losses);
 }
 
 }  // namespace
