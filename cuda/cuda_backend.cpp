@@ -239,6 +239,8 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
       throw DeviceError(why->cause, why->hint);
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -256,6 +258,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
 }
 
 void CudaBackend::release() {
+  if (copy_stream_) cudaStreamSynchronize(copy_stream_);
   if (stream_) cudaStreamSynchronize(stream_);
   conv_cache_.clear();
   conv_order_.clear();
@@ -267,7 +270,10 @@ void CudaBackend::release() {
   if (staging_) cudaFreeHost(staging_);
   if (host_flag_) cudaFreeHost(host_flag_);
   if (device_flag_) cudaFree(device_flag_);
+  if (copy_done_) cudaEventDestroy(copy_done_);
+  if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (stream_) cudaStreamDestroy(stream_);
+  copy_done_ = nullptr, copy_stream_ = nullptr;
   cublas_ = nullptr, cudnn_ = nullptr, staging_free_ = nullptr, staging_ = nullptr;
   host_flag_ = nullptr, device_flag_ = nullptr, stream_ = nullptr;
   cudaGetLastError();
@@ -384,6 +390,18 @@ void CudaBackend::upload(Tensor& dst, const void* host) {
     CUDA_CHECK(cudaEventRecord(staging_free_, stream_));
     off += len;
   }
+}
+
+void CudaBackend::upload_ahead(Tensor& dst, const void* host) {
+  if (dst.bytes() == 0) return;
+  if (!is_pinned(host)) {  // a pageable copy cannot run beside the ops anyway
+    upload(dst, host);
+    return;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.bytes(), cudaMemcpyHostToDevice, copy_stream_));
+  CUDA_CHECK(cudaEventRecord(copy_done_, copy_stream_));
+  // Only what is queued from now on waits: the ops already queued run beside the copy.
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_done_, 0));
 }
 
 void CudaBackend::download(void* host, const Tensor& src) {

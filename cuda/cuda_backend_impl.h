@@ -87,6 +87,7 @@ class CudaBackend : public Backend {
   std::shared_ptr<void> allocate(size_t bytes) override { return pool_->allocate(bytes); }
   std::shared_ptr<void> allocate_host(size_t bytes) override;
   void upload(Tensor& dst, const void* host) override;
+  void upload_ahead(Tensor& dst, const void* host) override;
   void download(void* host, const Tensor& src) override;
   void fill(Tensor& t, float value) override;
   void copy(Tensor& dst, const Tensor& src) override;
@@ -160,7 +161,9 @@ class CudaBackend : public Backend {
   BackendOptions options_;
   int device_ = 0;
   cudaDeviceProp prop_{};
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;       // every op
+  cudaStream_t copy_stream_ = nullptr;  // upload_ahead's copies, beside the ops
+  cudaEvent_t copy_done_ = nullptr;     // recorded after the last of them
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::shared_ptr<DevicePool> pool_;

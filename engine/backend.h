@@ -77,6 +77,11 @@ class Backend {
             [](void* p) { ::operator delete(p, std::align_val_t(64)); }};
   }
   virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
+  // Like upload(), from allocate_host memory, but on a copy stream where the device has one, so
+  // that the copy overlaps the ops queued before it; ops queued after it wait for it. No op queued
+  // before may still read dst (the caller alternates two buffers), and `host` may be read until
+  // the next synchronize() or download().
+  virtual void upload_ahead(Tensor& dst, const void* host) { upload(dst, host); }
   virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
   virtual void fill(Tensor& t, float value) = 0;
   virtual void copy(Tensor& dst, const Tensor& src) = 0;        // same numel

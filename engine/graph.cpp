@@ -99,6 +99,14 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   }
 }
 
+void Graph::swap_input(Tensor& other) {
+  TANDEM_CHECK(other.shape() == acts_.front().shape(), "input buffer " + other.shape().str());
+  std::swap(acts_.front(), other);
+  // Leading view layers (a first flatten) read the input's storage under another shape.
+  for (size_t i = 0; i < layers_.size() && layers_[i]->is_view(); ++i)
+    acts_[i + 1] = acts_[i].reshape(acts_[i + 1].shape());
+}
+
 Tensor Graph::forward(Context& ctx, int64_t n) {
   TANDEM_CHECK(n > 0 && n <= max_batch_, "batch of " + std::to_string(n) + " samples");
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -31,6 +31,9 @@ class Graph {
 
   // The input buffer (max_batch, input...): upload a batch into input().prefix(n).
   Tensor& input() { return acts_.front(); }
+  // Makes `other` (the input's shape, on the same backend) the input buffer and hands back the
+  // old one: a second buffer can be filled while a step reads the first.
+  void swap_input(Tensor& other);
   // x = input().prefix(n) -> logits (n, classes).
   Tensor forward(Context& ctx, int64_t n);
   // From dlogits (n, classes): every parameter's gradient.

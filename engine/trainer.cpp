@@ -81,7 +81,9 @@ TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const Optimizer
       labels_(backend, Shape{graph.max_batch()}, DType::kI32),
       dlogits_(backend, Shape{graph.max_batch(), graph.classes()}),
       loss_value_(backend, Shape{1}),
-      correct_(backend, Shape{1}) {
+      correct_(backend, Shape{1}),
+      next_input_(backend, graph.input().shape()),
+      next_labels_(backend, Shape{graph.max_batch()}, DType::kI32) {
   loss_.allocate(backend, graph.max_batch(), graph.classes());
 }
 
@@ -90,6 +92,18 @@ void TrainStep::upload(int64_t n, const float* images, const int32_t* labels) {
   Tensor y = labels_.prefix(n);
   backend_.upload(x, images);
   backend_.upload(y, labels);
+}
+
+void TrainStep::upload_next(int64_t n, const float* images, const int32_t* labels) {
+  Tensor x = next_input_.prefix(n);
+  Tensor y = next_labels_.prefix(n);
+  backend_.upload_ahead(x, images);
+  backend_.upload_ahead(y, labels);
+}
+
+void TrainStep::take_next() {
+  graph_.swap_input(next_input_);
+  std::swap(labels_, next_labels_);
 }
 
 void TrainStep::compute(int64_t n, uint64_t step) {
@@ -172,17 +186,29 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0;
     bool stopped = false;
+    auto out_of_steps = [&](uint64_t steps) {
+      return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
+    };
+    int64_t ahead = 0;  // samples of the next batch, uploaded while the last step computed
     int64_t b = first;
     for (; b < batches; ++b) {
-      if (options.max_steps >= 0 && static_cast<int64_t>(global_step) >= options.max_steps) {
+      if (out_of_steps(global_step)) {
         stopped = true;
         break;
       }
-      const BatchQueue::Batch batch = queue.next();
-      const int64_t n = batch.n;
+      int64_t n = ahead;
+      if (ahead) {
+        step.take_next();
+        ahead = 0;
+      } else {
+        const BatchQueue::Batch batch = queue.next();
+        n = batch.n;
+        step.upload(n, batch.images, batch.labels);
+        // Asking the queue for the next batch gives this one's host buffer back.
+        backend.synchronize();
+      }
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
-      step.upload(n, batch.images, batch.labels);
       if (global_step == 0 && options.on_placement) {
         std::vector<LayerProfile> rows = layer_rows(graph, n);
         std::vector<std::string> trace;
@@ -198,7 +224,14 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       } else {
         step.compute(n, global_step);
       }
-      // The loss is read before the update, so a step that is not finite changes no weight.
+      // The next batch's upload runs beside this step; reading the loss waits for both.
+      if (b + 1 < batches && !out_of_steps(global_step + 1)) {
+        const BatchQueue::Batch next = queue.next();
+        step.upload_next(next.n, next.images, next.labels);
+        ahead = next.n;
+      }
+      // The loss is read before the update, so a step that is not finite changes no weight. The
+      // batch stays in the graph's input buffer until take_next(), for the diagnosis.
       double l, correct;
       step.read(&l, &correct);
       if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {

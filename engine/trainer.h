@@ -90,6 +90,10 @@ class TrainStep {
   Backend& backend() { return backend_; }
   // Uploads n samples (host floats and labels) into the batch buffers.
   void upload(int64_t n, const float* images, const int32_t* labels);
+  // Uploads the next batch (from Backend::allocate_host memory) into the second set of batch
+  // buffers, beside the step that is computing; take_next() makes them the batch buffers.
+  void upload_next(int64_t n, const float* images, const int32_t* labels);
+  void take_next();
   // Forward, loss and backward on the first n samples of the batch buffers, as training step
   // `step` (its dropout masks); the loss and correct count stay on the device until read().
   void compute(int64_t n, uint64_t step);
@@ -109,6 +113,7 @@ class TrainStep {
   Optimizer optimizer_;
   uint64_t seed_;
   Tensor labels_, dlogits_, loss_value_, correct_;
+  Tensor next_input_, next_labels_;  // upload_next's buffers
 };
 
 // Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each.
