@@ -23,6 +23,11 @@ namespace {
 
 constexpr int64_t kBatch = 4;
 
+std::string small_yaml(const std::string& activation, const std::string& loss) {
+  return "name: small\ninput: {shape: [8]}\nlayers:\n  - dense: {units: 16}\n  - " + activation +
+         "\n  - dense: {units: 3}\nloss: " + loss + "\ntrain: {batch_size: 4, seed: 7}\n";
+}
+
 // dense_1 (8 -> 16), relu (or another activation), dense_2 (16 -> 3) on a batch of ones.
 struct SmallStep {
   Config config;
@@ -33,11 +38,7 @@ struct SmallStep {
 
   explicit SmallStep(const std::string& loss_type = "softmax_cross_entropy",
                      const std::string& activation = "relu")
-      : config(parse_config("name: small\ninput: {shape: [8]}\nlayers:\n  - dense: {units: 16}\n"
-                            "  - " +
-                                activation + "\n  - dense: {units: 3}\nloss: " + loss_type +
-                                "\ntrain: {batch_size: 4, seed: 7}\n",
-                            "small.yaml")),
+      : config(parse_config(small_yaml(activation, loss_type), "small.yaml")),
         graph(config),
         loss(make_loss(config.loss)) {
     graph.allocate(*backend, kBatch, config.train.seed);
@@ -97,6 +98,21 @@ TEST(LocateNonfinite, NamesTheLossWhenTheOutputsAreFinite) {
             "first non-finite value: the mse loss of finite outputs");
 }
 
+TEST(LocateNonfinite, NamesTheGradientThatOverflowsInTheBackwardPass) {
+  SmallStep s("mse");
+  // dense_1 gives negative values, so relu passes zeros on and dense_2's outputs are its bias,
+  // 1e18: the loss (1e36) is finite, its gradient (2e18/12) times dense_2's weights (1e22) is not.
+  Tensor& w1 = s.param("dense_1.weight").value;
+  s.set(w1, std::vector<float>(static_cast<size_t>(w1.numel()), -1.f));
+  Tensor& w2 = s.param("dense_2.weight").value;
+  s.set(w2, std::vector<float>(static_cast<size_t>(w2.numel()), 1e22f));
+  s.set(s.param("dense_2.bias").value, std::vector<float>(3, 1e18f));
+  ASSERT_TRUE(std::isfinite(s.computed_loss()));
+  EXPECT_EQ(locate_nonfinite(*s.step, kBatch, 0),
+            "first non-finite value: gradient of the input of dense_2 (layer 3, dense) in the "
+            "backward pass, 64 of 64 values");
+}
+
 TEST(LocateNonfinite, BlamesTheInputBatchFirst) {
   SmallStep s;
   std::vector<float> images(kBatch * 8, 1.f);
@@ -125,7 +141,8 @@ TEST(LocateNonfinite, RerunsTheStepWithoutChangingAWeight) {
 TEST(LocateNonfinite, AFiniteStepIsBlamedOnNothing) {
   SmallStep s;
   ASSERT_TRUE(std::isfinite(s.computed_loss()));
-  EXPECT_EQ(locate_nonfinite(*s.step, kBatch, 0).find("first non-finite value"), std::string::npos);
+  EXPECT_EQ(locate_nonfinite(*s.step, kBatch, 0),
+            "run again, the step gave finite values throughout");
 }
 
 // 20 batches of 4 samples (8 values each, a learnable class signal); the batches listed (0-based)
