@@ -306,6 +306,7 @@ int run_train(const RunRequest& r) {
     fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
                format_count(data.train.size()), format_count(data.test.size()),
                data.train.sample_shape.str(), model.classes());
+    fmt::print("{}", cache_report(data));
     if (config.data.augment.any())
       fmt::print("       augmented (train): {}{}\n",
                  config.data.augment.crop_padding
@@ -534,10 +535,12 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
     const double serial = pipeline_rate(src, sample, batch, 0);
     const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);
-    fmt::print("Input pipeline ({}): {} train samples decoded in {}; batches of {} cut{} at {} "
+    fmt::print("Input pipeline ({}): {} train samples {} in {}; batches of {} cut{} at {} "
                "images/s in the training thread{}, {}x the fastest training row: {}\n",
-               config.data.format, format_count(data.train.size()), format_duration(decode), batch,
-               config.data.augment.any() ? ", augmented and normalised" : " and normalised",
+               config.data.format, format_count(data.train.size()),
+               data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode), batch,
+               std::string(data.train.on_the_fly() ? ", decoded on the fly" : "") +
+                   (config.data.augment.any() ? ", augmented and normalised" : " and normalised"),
                format_count(serial),
                workers ? fmt::format(", {} with {} background thread{}", format_count(ips), workers,
                                      workers == 1 ? "" : "s")
