@@ -103,8 +103,8 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes, bool ke
     files.push_back(std::move(file));
   }
   d.read = [files, first](int64_t i, uint8_t* out) {
-    const size_t k = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), i) -
-                                         first.begin() - 1);
+    const size_t k =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), i) - first.begin() - 1);
     files[k]->read(static_cast<uint64_t>((i - first[k]) * kRecord + 1), kPixels, out);
   };
   if (keep_pixels) cache_samples(d);

@@ -123,10 +123,10 @@ RecordFile::RecordFile(const std::string& path) : path_(path) {
         const ssize_t w = write(fd_, p + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
-          throw DataError("cannot decompress '" + path + "' into a temporary file: " +
-                              std::strerror(errno),
-                          "free space in the temporary folder (TMPDIR), or decompress the file "
-                          "with gunzip");
+          throw DataError(
+              "cannot decompress '" + path + "' into a temporary file: " + std::strerror(errno),
+              "free space in the temporary folder (TMPDIR), or decompress the file "
+              "with gunzip");
         done += static_cast<size_t>(w);
       }
     });

@@ -1,7 +1,7 @@
 // load_data: picks the reader for data.format and checks both splits against the model.
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "datasets/cifar10.h"
 #include "datasets/dataset.h"
