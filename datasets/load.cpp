@@ -94,7 +94,9 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
   return s;
 }
 
-bool fits_cache(int64_t bytes, int64_t cache_mb) { return bytes <= (cache_mb << 20); }
+bool fits_cache(int64_t bytes, int64_t cache_mb) {
+  return cache_mb >= (INT64_MAX >> 20) || bytes <= (cache_mb << 20);  // no overflow in the shift
+}
 
 std::string cache_report(const DataSplits& splits) {
   if (!splits.train.on_the_fly()) return "";

@@ -199,6 +199,7 @@ TEST(OnTheFly, TheLimitIsInclusiveAndOnlyOnTheFlyIsReported) {
   EXPECT_TRUE(fits_cache(0, 0));
   EXPECT_FALSE(fits_cache(1, 0));
   EXPECT_TRUE(fits_cache(int64_t{4096} << 20, 4096));
+  EXPECT_TRUE(fits_cache(INT64_MAX, INT64_MAX));
   ScratchDir dir;
   write_random_classes(dir.file("train"), 2, 2, 9);
   write_random_classes(dir.file("test"), 2, 1, 10);
