@@ -1,4 +1,5 @@
-// Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data.
+// Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data
+// (held, or decoded on the fly).
 #include <algorithm>
 #include <exception>
 
@@ -127,7 +128,7 @@ int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
   const uint8_t* src = data_.images.data();
   const float* scale = scale_.data();
   const float* shift = shift_.data();
-  // On the fly the batch's samples are decoded first, one after the other.
+  // On the fly the batch's samples are first decoded into one buffer, in batch order.
   std::vector<uint8_t> decoded;
   if (data_.on_the_fly()) {
     decoded.resize(static_cast<size_t>(n * numel));

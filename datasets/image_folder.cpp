@@ -196,8 +196,8 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
   }
 
   // Decoding dominates: one image per iteration, the messages kept per file so that the first
-  // failure reported is the same whatever the thread count.
-  // Without keep_pixels every image is still decoded once, so that bad files are found now.
+  // failure reported is the same whatever the thread count. Without keep_pixels every image is
+  // still decoded, into a scratch buffer, so that bad files are found before training.
   const int64_t n = static_cast<int64_t>(paths.size());
   const size_t numel = static_cast<size_t>(input_shape.numel());
   if (options.keep_pixels) d.images.resize(static_cast<size_t>(n) * numel);
