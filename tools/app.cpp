@@ -535,10 +535,13 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
     const double serial = pipeline_rate(src, sample, batch, 0);
     const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);
-    fmt::print("Input pipeline ({}): {} train samples {} in {}; batches of {} cut{} at {} "
-               "images/s in the training thread{}, {}x the fastest training row: {}\n",
+    const double loaded = static_cast<double>(data.train.size() + data.test.size());
+    fmt::print("Input pipeline ({}): {} train samples {} in {} ({} images/s over both splits); "
+               "batches of {} cut{} at {} images/s in the training thread{}, {}x the fastest "
+               "training row: {}\n",
                config.data.format, format_count(data.train.size()),
-               data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode), batch,
+               data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode),
+               format_count(loaded / std::max(1e-9, decode)), batch,
                std::string(data.train.on_the_fly() ? ", decoded on the fly" : "") +
                    (config.data.augment.any() ? ", augmented and normalised" : " and normalised"),
                format_count(serial),

@@ -152,6 +152,9 @@ TEST(SideBySide, BenchReportsTheInputPipelineOnItsOwn) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("Input pipeline (synthetic): 256 train samples decoded in"), std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("images/s over both splits); batches of 8 cut and normalised at"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("the fastest training row"), std::string::npos) << r.out;
 }
 
