@@ -111,25 +111,23 @@ RecordFile::RecordFile(const std::string& path) : path_(path) {
     size_ = static_cast<uint64_t>(st.st_size);
     return;
   }
+  struct NoRoom {};
   fd_ = anonymous_file();
-  if (fd_ < 0) {
-    bytes_ = read_file(path);
-    size_ = bytes_.size();
-    return;
-  }
   try {
+    if (fd_ < 0) throw NoRoom{};
     size_ = stream_file(path, [&](const uint8_t* p, size_t n) {
       for (size_t done = 0; done < n;) {
         const ssize_t w = write(fd_, p + done, n - done);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-          throw DataError(
-              "cannot decompress '" + path + "' into a temporary file: " + std::strerror(errno),
-              "free space in the temporary folder (TMPDIR), or decompress the file "
-              "with gunzip");
+        if (w <= 0) throw NoRoom{};
         done += static_cast<size_t>(w);
       }
     });
+  } catch (const NoRoom&) {  // no temporary file, or no space for it: memory instead
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    bytes_ = read_file(path);
+    size_ = bytes_.size();
   } catch (...) {
     close(fd_);
     throw;

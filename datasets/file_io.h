@@ -14,7 +14,7 @@ std::vector<uint8_t> read_file(const std::string& path);
 
 // A file read by byte ranges from several threads at once (pread), for data sets decoded on the
 // fly. A gzipped file is decompressed once into an unlinked temporary file (held in memory when
-// no temporary file can be made). Throws DataError naming the file.
+// no temporary file can be made or written). Throws DataError naming the file.
 class RecordFile {
  public:
   explicit RecordFile(const std::string& path);
