@@ -1,5 +1,7 @@
-// Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data.
+// Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data
+// (held, or decoded on the fly).
 #include <algorithm>
+#include <exception>
 
 #include "datasets/dataset.h"
 #include "engine/error.h"
@@ -22,6 +24,36 @@ uint32_t philox_word(uint64_t key, uint64_t stream, uint64_t k) {
 }
 
 }  // namespace
+
+void read_samples(const Dataset& data, const int64_t* which, int64_t n, uint8_t* out) {
+  const int64_t numel = data.sample_shape.numel();
+  if (!data.on_the_fly()) {
+    for (int64_t k = 0; k < n; ++k)
+      std::copy_n(data.images.data() + which[k] * numel, numel, out + k * numel);
+    return;
+  }
+  // An exception must not leave an OpenMP loop: the first one is kept and rethrown after it.
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 4) if (n > 1)
+  for (int64_t k = 0; k < n; ++k) {
+    try {
+      data.read(which[k], out + k * numel);
+    } catch (...) {
+#pragma omp critical(tandem_read_samples)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void cache_samples(Dataset& data) {
+  if (!data.on_the_fly()) return;
+  std::vector<int64_t> all(static_cast<size_t>(data.size()));
+  for (int64_t i = 0; i < data.size(); ++i) all[i] = i;
+  data.images.resize(static_cast<size_t>(data.size() * data.sample_shape.numel()));
+  read_samples(data, all.data(), data.size(), data.images.data());
+  data.read = nullptr;
+}
 
 Batcher::Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t seed,
                  std::vector<float> mean, std::vector<float> std, bool drop_last)
@@ -96,15 +128,21 @@ int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
   const uint8_t* src = data_.images.data();
   const float* scale = scale_.data();
   const float* shift = shift_.data();
+  // On the fly the batch's samples are first decoded into one buffer, in batch order.
+  std::vector<uint8_t> decoded;
+  if (data_.on_the_fly()) {
+    decoded.resize(static_cast<size_t>(n * numel));
+    read_samples(data_, order_.data() + first, n, decoded.data());
+  }
   if (augment_.any()) {
-    fill_augmented(first, n, images, labels);
+    fill_augmented(first, n, decoded.empty() ? nullptr : decoded.data(), images, labels);
     return n;
   }
 #pragma omp parallel for schedule(static) if (n * numel > (1 << 16))
   for (int64_t k = 0; k < n; ++k) {
     const int64_t s = order_[first + k];
     labels[k] = data_.labels[s];
-    const uint8_t* __restrict in = src + s * numel;
+    const uint8_t* __restrict in = decoded.empty() ? src + s * numel : decoded.data() + k * numel;
     float* __restrict out = images + k * numel;
     for (int64_t ch = 0; ch < c; ++ch) {
       const float a = scale[ch], o = shift[ch];
@@ -117,8 +155,10 @@ int64_t Batcher::fill(int64_t b, float* images, int32_t* labels) const {
 
 // Output pixel (y, x) of sample k is input pixel (y + dy - pad, x' + dx - pad), x' = x or its
 // mirror, or a zero pixel where that falls outside; dy, dx in [0, 2 pad] and the flip come from
-// three Philox words of (seed, stream 2^32 + epoch, 3 * position).
-void Batcher::fill_augmented(int64_t first, int64_t n, float* images, int32_t* labels) const {
+// three Philox words of (seed, stream 2^32 + epoch, 3 * position). `decoded`: the samples read on
+// the fly; null: they are in data_.images.
+void Batcher::fill_augmented(int64_t first, int64_t n, const uint8_t* decoded, float* images,
+                             int32_t* labels) const {
   const Shape& shape = data_.sample_shape;
   const int64_t c = shape[0], h = shape[1], w = shape[2], pad = augment_.crop_padding;
   const uint64_t stream = (1ull << 32) + static_cast<uint64_t>(epoch_);
@@ -131,7 +171,8 @@ void Batcher::fill_augmented(int64_t first, int64_t n, float* images, int32_t* l
     const int64_t dy = pad ? philox_word(seed_, stream, at) % span - pad : 0;
     const int64_t dx = pad ? philox_word(seed_, stream, at + 1) % span - pad : 0;
     const bool flip = augment_.flip && (philox_word(seed_, stream, at + 2) & 1);
-    const uint8_t* in = data_.images.data() + s * shape.numel();
+    const uint8_t* in =
+        decoded ? decoded + k * shape.numel() : data_.images.data() + s * shape.numel();
     float* out = images + k * shape.numel();
     for (int64_t ch = 0; ch < c; ++ch) {
       const float a = scale_[ch], o = shift_[ch];

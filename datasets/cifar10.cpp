@@ -1,8 +1,9 @@
 // CIFAR-10 reader: the binary batches (3073-byte records: a label byte, then 3x32x32 CHW bytes).
 #include "datasets/cifar10.h"
 
-#include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 
 #include "datasets/file_io.h"
 #include "engine/error.h"
@@ -20,7 +21,7 @@ const char* kHint =
 
 }  // namespace
 
-Dataset load_cifar10(const std::string& folder, bool train, int classes) {
+Dataset load_cifar10(const std::string& folder, bool train, int classes, bool keep_pixels) {
   const std::string what = train ? "train" : "test";
   data_io::require_folder(folder, "CIFAR-10 " + what, kHint);
   std::vector<std::string> names;
@@ -55,10 +56,15 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
   d.classes = 10;
   d.class_names = {"airplane", "automobile", "bird",  "cat",  "deer",
                    "dog",      "frog",       "horse", "ship", "truck"};
+  // Each file's records are checked here; the pixels are read at their offsets, all at once
+  // when kept. first[k]: the index of file k's first sample.
+  std::vector<std::shared_ptr<const data_io::RecordFile>> files;
+  std::vector<int64_t> first;
+  std::vector<uint8_t> chunk;
   for (const std::string& name : names) {
     std::string path = data_io::join(dir, name);
-    std::vector<uint8_t> bytes = data_io::read_file(path);
-    int64_t size = static_cast<int64_t>(bytes.size());
+    auto file = std::make_shared<const data_io::RecordFile>(path);
+    int64_t size = static_cast<int64_t>(file->size());
     if (size == 0 || size % kRecord != 0)
       throw DataError("'" + path + "' holds " + std::to_string(size) + " bytes, not a whole " +
                           "number of 3073-byte CIFAR-10 records (" +
@@ -70,10 +76,13 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
                                   "binary batch); ") +
                           kHint);
     int64_t n = size / kRecord;
-    size_t at = d.images.size();
-    d.images.resize(at + static_cast<size_t>(n * kPixels));
+    constexpr int64_t kChunkRecords = 1024;
     for (int64_t r = 0; r < n; ++r) {
-      const uint8_t* rec = bytes.data() + r * kRecord;
+      if (r % kChunkRecords == 0) {
+        chunk.resize(static_cast<size_t>(std::min(kChunkRecords, n - r) * kRecord));
+        file->read(static_cast<uint64_t>(r * kRecord), chunk.size(), chunk.data());
+      }
+      const uint8_t* rec = chunk.data() + (r % kChunkRecords) * kRecord;
       int label = rec[0];
       int limit = classes > 0 && classes < 10 ? classes : 10;
       if (label >= limit)
@@ -89,9 +98,16 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes) {
                               kHint
                         : "give the last dense layer 10 units");
       d.labels.push_back(label);
-      std::memcpy(d.images.data() + at + r * kPixels, rec + 1, kPixels);
     }
+    first.push_back(d.size() - n);
+    files.push_back(std::move(file));
   }
+  d.read = [files, first](int64_t i, uint8_t* out) {
+    const size_t k =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), i) - first.begin() - 1);
+    files[k]->read(static_cast<uint64_t>((i - first[k]) * kRecord + 1), kPixels, out);
+  };
+  if (keep_pixels) cache_samples(d);
   return d;
 }
 

@@ -1,9 +1,13 @@
 // File helpers shared by the data set readers: whole-file reads (gzipped or plain) and lookups.
 #include "datasets/file_io.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -22,9 +26,11 @@ std::string gz_message(gzFile f, const std::string& path, int* code) {
   return msg;
 }
 
-}  // namespace
-
-std::vector<uint8_t> read_file(const std::string& path) {
+// Decompresses `path` (or passes a plain file through) chunk by chunk to `sink(bytes, n)`;
+// returns the byte count. Throws DataError naming the file when it cannot be opened or its gzip
+// stream is corrupt.
+template <typename Sink>
+uint64_t stream_file(const std::string& path, Sink&& sink) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) {
     int err = errno;
@@ -32,12 +38,10 @@ std::vector<uint8_t> read_file(const std::string& path) {
                     "check that the file exists and is readable");
   }
   gzbuffer(f, 1 << 18);
-  std::vector<uint8_t> out;
-  constexpr size_t kChunk = 1 << 20;
+  std::vector<uint8_t> chunk(1 << 20);
+  uint64_t total = 0;
   for (;;) {
-    size_t at = out.size();
-    out.resize(at + kChunk);
-    int n = gzread(f, out.data() + at, static_cast<unsigned>(kChunk));
+    int n = gzread(f, chunk.data(), static_cast<unsigned>(chunk.size()));
     if (n < 0) {
       int code = 0;
       std::string msg = gz_message(f, path, &code);
@@ -45,18 +49,112 @@ std::vector<uint8_t> read_file(const std::string& path) {
       throw DataError("'" + path + "' is corrupt: " + msg,
                       "download the file again (a gzip stream that does not decompress)");
     }
-    out.resize(at + static_cast<size_t>(n));
-    if (static_cast<size_t>(n) < kChunk) break;
+    try {
+      sink(chunk.data(), static_cast<size_t>(n));
+    } catch (...) {
+      gzclose(f);
+      throw;
+    }
+    total += static_cast<uint64_t>(n);
+    if (static_cast<size_t>(n) < chunk.size()) break;
   }
   int code = 0;
   std::string msg = gz_message(f, path, &code);
   gzclose(f);
   // A gzip stream cut short reads as far as it goes, then reports Z_BUF_ERROR.
   if (code != Z_OK && code != Z_STREAM_END)
-    throw DataError("'" + path + "' is corrupt: " + msg + " after " + std::to_string(out.size()) +
+    throw DataError("'" + path + "' is corrupt: " + msg + " after " + std::to_string(total) +
                         " decompressed bytes",
                     "download the file again (the gzip stream is cut short or damaged)");
+  return total;
+}
+
+bool gzipped(const std::string& path) {
+  unsigned char magic[2] = {0, 0};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // opening it again reports why
+  const size_t n = std::fread(magic, 1, 2, f);
+  std::fclose(f);
+  return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+}
+
+// An unlinked temporary file open for reading and writing: it goes when it is closed, or when
+// the process ends however it ends. -1 when none can be made.
+int anonymous_file() {
+  std::error_code ec;
+  const fs::path dir = fs::temp_directory_path(ec);
+  if (ec) return -1;
+  std::string name = (dir / "tandem-data-XXXXXX").string();
+  const int fd = mkstemp(name.data());
+  if (fd >= 0) unlink(name.c_str());
+  return fd;
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::vector<uint8_t> out;
+  stream_file(path, [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
   return out;
+}
+
+RecordFile::RecordFile(const std::string& path) : path_(path) {
+  if (!gzipped(path)) {
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd_ < 0 || fstat(fd_, &st) != 0) {
+      const int err = errno;
+      if (fd_ >= 0) close(fd_);
+      throw DataError("cannot open '" + path + "': " + std::strerror(err),
+                      "check that the file exists and is readable");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+    return;
+  }
+  struct NoRoom {};
+  fd_ = anonymous_file();
+  try {
+    if (fd_ < 0) throw NoRoom{};
+    size_ = stream_file(path, [&](const uint8_t* p, size_t n) {
+      for (size_t done = 0; done < n;) {
+        const ssize_t w = write(fd_, p + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) throw NoRoom{};
+        done += static_cast<size_t>(w);
+      }
+    });
+  } catch (const NoRoom&) {  // no temporary file, or no space for it: memory instead
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    bytes_ = read_file(path);
+    size_ = bytes_.size();
+  } catch (...) {
+    close(fd_);
+    throw;
+  }
+}
+
+RecordFile::~RecordFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void RecordFile::read(uint64_t offset, size_t n, uint8_t* out) const {
+  if (fd_ < 0 && offset + n <= bytes_.size()) {
+    std::memcpy(out, bytes_.data() + offset, n);
+    return;
+  }
+  size_t done = 0;
+  while (fd_ >= 0 && done < n) {
+    const ssize_t r = pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    done += static_cast<size_t>(r);
+  }
+  if (fd_ < 0 || done < n)
+    throw DataError("'" + path_ + "' no longer holds bytes " + std::to_string(offset) + ".." +
+                        std::to_string(offset + n) + " (it was " + std::to_string(size_) +
+                        " bytes when loaded): it changed while training read it",
+                    "restore the file (download it again) and restart training");
 }
 
 void require_folder(const std::string& folder, const std::string& what, const std::string& hint) {

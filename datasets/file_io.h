@@ -12,6 +12,27 @@ namespace tandem::data_io {
 // corrupt.
 std::vector<uint8_t> read_file(const std::string& path);
 
+// A file read by byte ranges from several threads at once (pread), for data sets decoded on the
+// fly. A gzipped file is decompressed once into an unlinked temporary file (held in memory when
+// no temporary file can be made or written). Throws DataError naming the file.
+class RecordFile {
+ public:
+  explicit RecordFile(const std::string& path);
+  ~RecordFile();
+  RecordFile(const RecordFile&) = delete;
+  RecordFile& operator=(const RecordFile&) = delete;
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  // n bytes at `offset` into `out`; throws DataError when the file no longer holds them.
+  void read(uint64_t offset, size_t n, uint8_t* out) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  std::vector<uint8_t> bytes_;  // the decompressed content when fd_ < 0
+};
+
 // Throws DataError when `folder` is empty or is not a directory; `what` names the data set
 // ("MNIST train") and `hint` says how to fix it.
 void require_folder(const std::string& folder, const std::string& what, const std::string& hint);

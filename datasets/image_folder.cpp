@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "datasets/file_io.h"
 #include "engine/error.h"
@@ -195,14 +196,20 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
   }
 
   // Decoding dominates: one image per iteration, the messages kept per file so that the first
-  // failure reported is the same whatever the thread count.
+  // failure reported is the same whatever the thread count. Without keep_pixels every image is
+  // still decoded, into a scratch buffer, so that bad files are found before training.
   const int64_t n = static_cast<int64_t>(paths.size());
   const size_t numel = static_cast<size_t>(input_shape.numel());
-  d.images.resize(static_cast<size_t>(n) * numel);
+  if (options.keep_pixels) d.images.resize(static_cast<size_t>(n) * numel);
   std::vector<std::string> errors(static_cast<size_t>(n));
-#pragma omp parallel for schedule(dynamic, 16)
-  for (int64_t i = 0; i < n; ++i)
-    errors[i] = decode(paths[i], c, h, w, options.resize, d.images.data() + i * numel);
+#pragma omp parallel
+  {
+    std::vector<uint8_t> scratch(options.keep_pixels ? 0 : numel);
+#pragma omp for schedule(dynamic, 16)
+    for (int64_t i = 0; i < n; ++i)
+      errors[i] = decode(paths[i], c, h, w, options.resize,
+                         options.keep_pixels ? d.images.data() + i * numel : scratch.data());
+  }
 
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -224,11 +231,14 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
       ++d.skipped;
       continue;
     }
-    if (kept != i) std::copy_n(d.images.data() + i * numel, numel, d.images.data() + kept * numel);
+    if (kept != i && options.keep_pixels)
+      std::copy_n(d.images.data() + i * numel, numel, d.images.data() + kept * numel);
+    paths[kept] = paths[i];
     labels[kept++] = labels[i];
   }
-  d.images.resize(static_cast<size_t>(kept) * numel);
+  if (options.keep_pixels) d.images.resize(static_cast<size_t>(kept) * numel);
   labels.resize(static_cast<size_t>(kept));
+  paths.resize(static_cast<size_t>(kept));
   // With skip_bad a class can lose every image: it would silently never be learnt.
   for (const ClassFiles& cf : found) {
     const int32_t label = static_cast<int32_t>(
@@ -240,7 +250,36 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                       "replace the corrupt images or remove the folder");
   }
   d.labels = std::move(labels);
+  if (!options.keep_pixels) {
+    auto files = std::make_shared<const std::vector<std::string>>(std::move(paths));
+    const bool resize = options.resize;
+    d.read = [files, c, h, w, resize](int64_t i, uint8_t* out) {
+      const std::string& path = (*files)[static_cast<size_t>(i)];
+      const std::string e = decode(path, c, h, w, resize, out);
+      if (!e.empty())
+        throw DataError("the image '" + path + "' " + e.substr(e.find(':') + 1) +
+                            " now; it decoded when training started",
+                        "restore the file, or remove it and start again (data.skip_bad: true "
+                        "leaves out the images that do not decode)");
+    };
+  }
   return d;
+}
+
+int64_t count_image_files(const std::string& folder) {
+  int64_t n = 0;
+  try {
+    std::vector<std::string> class_dirs;
+    list_dir(folder, &class_dirs, nullptr);
+    for (const std::string& name : class_dirs) {
+      std::vector<std::string> files;
+      list_dir(data_io::join(folder, name), nullptr, &files);
+      n += std::count_if(files.begin(), files.end(), is_image_file);
+    }
+  } catch (const DataError&) {
+    // load_image_folder says what is wrong with the folder.
+  }
+  return n;
 }
 
 void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {

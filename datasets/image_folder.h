@@ -11,6 +11,9 @@ namespace tandem {
 struct ImageFolderOptions {
   bool resize = true;     // false: an image of another size than the model's input is an error
   bool skip_bad = false;  // true: images that do not decode are left out and counted
+  // false: every image is still decoded (and checked) once, but the data set then decodes each
+  // image from its file when asked instead of holding the pixels.
+  bool keep_pixels = true;
 };
 
 // Reads one split from `folder`: each sub-folder is a class, the classes sorted by name (byte
@@ -24,6 +27,10 @@ struct ImageFolderOptions {
 Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
                           const std::vector<std::string>& known_classes = {});
+
+// The image files in the class sub-folders of `folder` (0 where it cannot be listed): the samples
+// load_image_folder would decode.
+int64_t count_image_files(const std::string& folder);
 
 // Decodes one image file to `shape` (C,H,W) as uint8 CHW in `out`, converting channels and
 // resizing; throws DataError naming the file when it does not decode.

@@ -1,4 +1,6 @@
 // load_data: picks the reader for data.format and checks both splits against the model.
+#include <fmt/format.h>
+
 #include <string>
 
 #include "datasets/cifar10.h"
@@ -7,6 +9,7 @@
 #include "datasets/mnist.h"
 #include "datasets/synthetic.h"
 #include "engine/error.h"
+#include "engine/progress.h"
 
 namespace tandem {
 
@@ -54,15 +57,26 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
     if (train.empty())
       throw DataError("no folder is given for the " + config.format + " data" + at(config),
                       "set data.path to the folder holding the data set's files (or pass --data)");
+    // The record files are checked and opened first; the pixels are read in when both splits fit.
     if (config.format == "mnist") {
-      s.train = load_mnist(train, true, input_shape, classes);
-      s.test = load_mnist(test, false, input_shape, classes);
+      s.train = load_mnist(train, true, input_shape, classes, false);
+      s.test = load_mnist(test, false, input_shape, classes, false);
     } else {
-      s.train = load_cifar10(train, true, classes);
-      s.test = load_cifar10(test, false, classes);
+      s.train = load_cifar10(train, true, classes, false);
+      s.test = load_cifar10(test, false, classes, false);
+    }
+    const int64_t bytes = (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
+    if (fits_cache(bytes, config.cache_mb)) {
+      cache_samples(s.train);
+      cache_samples(s.test);
     }
   } else if (config.format == "image_folder") {
-    const ImageFolderOptions options{config.resize, config.skip_bad};
+    // Counted first, so that the one pass that decodes (and checks) every image keeps the pixels
+    // or not.
+    const int64_t files =
+        count_image_files(config.train_path) + count_image_files(config.test_path);
+    const ImageFolderOptions options{config.resize, config.skip_bad,
+                                     fits_cache(files * input_shape.numel(), config.cache_mb)};
     s.train = load_image_folder(config.train_path, "train", input_shape, classes, options);
     s.test = load_image_folder(config.test_path, "test", input_shape, classes, options,
                                s.train.class_names);
@@ -75,7 +89,19 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
                     "point data.path (or data.train) at a data set with training samples");
   check_against_model(s.train, config, input_shape, classes);
   check_against_model(s.test, config, input_shape, classes);
+  s.decoded_bytes = (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
+  s.cache_mb = config.cache_mb;
   return s;
+}
+
+bool fits_cache(int64_t bytes, int64_t cache_mb) {
+  return cache_mb >= (INT64_MAX >> 20) || bytes <= (cache_mb << 20);  // no overflow in the shift
+}
+
+std::string cache_report(const DataSplits& splits) {
+  if (!splits.train.on_the_fly()) return "";
+  return fmt::format("Data: {} decoded does not fit data.cache_mb {}: decoding on the fly\n",
+                     format_bytes(static_cast<size_t>(splits.decoded_bytes)), splits.cache_mb);
 }
 
 std::string class_mapping(const Dataset& data) {

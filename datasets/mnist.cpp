@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 
 #include "datasets/file_io.h"
 #include "engine/error.h"
@@ -71,36 +72,40 @@ void check_length(const std::string& path, size_t actual, uint64_t expected, uin
 
 }  // namespace
 
-Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes) {
+Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes,
+                   bool keep_pixels) {
   const std::string what = train ? "train" : "test";
   data_io::require_folder(folder, "MNIST " + what, kHint);
   std::string images_path = find_idx(folder, train, "images", what);
   std::string labels_path = find_idx(folder, train, "labels", what);
 
-  // Images.
-  std::vector<uint8_t> img = data_io::read_file(images_path);
-  if (img.size() < 16)
+  // Images: only the header and the length are checked here (every byte is a valid pixel); the
+  // pixels are read at their offsets, all at once when kept.
+  auto file = std::make_shared<const data_io::RecordFile>(images_path);
+  if (file->size() < 16)
     throw DataError("'" + images_path +
                         "' is truncated: an IDX images header needs 16 bytes, it "
                         "holds " +
-                        std::to_string(img.size()),
+                        std::to_string(file->size()),
                     kRedownload);
-  uint32_t magic = data_io::read_be32(img.data());
+  uint8_t img[16];
+  file->read(0, 16, img);
+  uint32_t magic = data_io::read_be32(img);
   if (magic != kImagesMagic)
     throw DataError("'" + images_path + "' is not an MNIST images file: its magic number is " +
                         magic_str(magic) + ", expected 2051 (IDX unsigned bytes, 3 dimensions)" +
                         (magic == kLabelsMagic ? "; it looks like a labels file" : ""),
                     kHint);
-  uint32_t count = data_io::read_be32(img.data() + 4);
-  uint32_t rows = data_io::read_be32(img.data() + 8);
-  uint32_t cols = data_io::read_be32(img.data() + 12);
+  uint32_t count = data_io::read_be32(img + 4);
+  uint32_t rows = data_io::read_be32(img + 8);
+  uint32_t cols = data_io::read_be32(img + 12);
   if (rows == 0 || cols == 0 || rows > 65536 || cols > 65536)
     throw DataError("'" + images_path + "' announces images of " + std::to_string(rows) + "x" +
                         std::to_string(cols) + " pixels, which is not a valid image size",
                     kRedownload);
   uint64_t pixels = uint64_t{rows} * cols;
   check_length(
-      images_path, img.size(), 16 + uint64_t{count} * pixels, 16, pixels,
+      images_path, file->size(), 16 + uint64_t{count} * pixels, 16, pixels,
       std::to_string(count) + " images of " + std::to_string(rows) + "x" + std::to_string(cols));
 
   Shape shape{1, rows, cols};
@@ -155,8 +160,10 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
   }
   d.classes = std::max(10, max_label + 1);
   for (int c = 0; c < d.classes; ++c) d.class_names.push_back(std::to_string(c));
-  img.erase(img.begin(), img.begin() + 16);
-  d.images = std::move(img);
+  d.read = [file, pixels](int64_t i, uint8_t* out) {
+    file->read(16 + static_cast<uint64_t>(i) * pixels, pixels, out);
+  };
+  if (keep_pixels) cache_samples(d);
   return d;
 }
 

@@ -12,7 +12,8 @@ namespace tandem {
 // the file lengths match their headers, that both files count the same records, that the images
 // match `input_shape` (1,H,W) (or a flat (H*W) input) and that every label is below `classes`
 // (unchecked when classes <= 0). Throws DataError naming the file, and the record where one is at
-// fault.
-Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes);
+// fault. keep_pixels false: the data set reads each image from the file when asked instead.
+Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes,
+                   bool keep_pixels = true);
 
 }  // namespace tandem

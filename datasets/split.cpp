@@ -23,14 +23,19 @@ Dataset subset(const Dataset& from, const std::vector<int64_t>& picks, std::stri
   out.sample_shape = from.sample_shape;
   out.classes = from.classes;
   out.class_names = from.class_names;
+  out.labels.reserve(picks.size());
+  for (int64_t p : picks) out.labels.push_back(from.labels[static_cast<size_t>(p)]);
+  if (from.on_the_fly()) {  // a reader of the picked samples
+    out.read = [read = from.read, picks](int64_t i, uint8_t* o) {
+      read(picks[static_cast<size_t>(i)], o);
+    };
+    return out;
+  }
   const size_t bytes = static_cast<size_t>(from.sample_shape.numel());
   out.images.resize(picks.size() * bytes);
-  out.labels.reserve(picks.size());
-  for (size_t k = 0; k < picks.size(); ++k) {
+  for (size_t k = 0; k < picks.size(); ++k)
     std::copy_n(from.images.begin() + static_cast<std::ptrdiff_t>(picks[k] * bytes), bytes,
                 out.images.begin() + static_cast<std::ptrdiff_t>(k * bytes));
-    out.labels.push_back(from.labels[static_cast<size_t>(picks[k])]);
-  }
   return out;
 }
 
@@ -77,13 +82,29 @@ ChannelStats channel_stats(const Dataset& data) {
   const int64_t plane = s.numel() / c;
   // Exact integer sums: a double sum of squares would drift over 10^8 pixels.
   std::vector<uint64_t> sum(static_cast<size_t>(c)), sum_sq(static_cast<size_t>(c));
-  const uint8_t* p = data.images.data();
-  for (int64_t i = 0; i < data.size(); ++i)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t k = 0; k < plane; ++k, ++p) {
-        sum[ch] += *p;
-        sum_sq[ch] += static_cast<uint64_t>(*p) * *p;
-      }
+  // On the fly the samples are decoded a block at a time.
+  constexpr int64_t kBlock = 256;
+  std::vector<int64_t> which;
+  std::vector<uint8_t> block;
+  for (int64_t first = 0; first < data.size(); first += kBlock) {
+    const int64_t n = std::min(kBlock, data.size() - first);
+    const uint8_t* p;
+    if (data.on_the_fly()) {
+      which.resize(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) which[k] = first + k;
+      block.resize(static_cast<size_t>(n * s.numel()));
+      read_samples(data, which.data(), n, block.data());
+      p = block.data();
+    } else {
+      p = data.images.data() + first * s.numel();
+    }
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t k = 0; k < plane; ++k, ++p) {
+          sum[ch] += *p;
+          sum_sq[ch] += static_cast<uint64_t>(*p) * *p;
+        }
+  }
   ChannelStats out;
   const double n = static_cast<double>(data.size() * plane);
   for (int64_t ch = 0; ch < c; ++ch) {

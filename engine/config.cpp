@@ -322,6 +322,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
     if (c.data.workers < 0 || c.data.workers > 64)
       data.fail("workers", "expected auto, or 0 (batches cut in the training thread) to 64 threads");
   }
+  c.data.cache_mb = data.get_int("cache_mb", 4096);
+  if (c.data.cache_mb < 0)
+    data.fail("cache_mb", "expected a size in MiB, 0 (decode every sample on the fly) or more");
   if (YAML::Node auto_node = data.node("normalize"); auto_node && auto_node.IsScalar()) {
     if (auto_node.Scalar() != "auto")
       data.fail("normalize",

@@ -83,6 +83,7 @@ struct DataConfig {
   bool resize = true;                // image_folder: resize images to the model's input
   bool skip_bad = false;             // image_folder: leave out images that do not decode
   int workers = -1;                  // background threads cutting batches; -1: auto
+  int64_t cache_mb = 4096;           // decoded samples above this size are decoded on the fly
   std::string where;                 // "file:line:col" of the data section, for messages
   bool normalize_auto = false;       // normalize: auto: mean and std computed over the train split
   double val_split = 0;              // share of the train split held out for validation

@@ -76,21 +76,27 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) : out_(path), path_(path) {
+MetricsWriter::MetricsWriter(const std::string& path, bool val)
+    : out_(path), val_(val), path_(path) {
   csv_ = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
   if (!out_)
     throw UsageError("cannot write the metrics file '" + path + "'",
                      "check that its folder exists and is writable");
   if (csv_)
     out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-            "images_per_second,learning_rate,peak_memory_bytes\n";
+            "images_per_second,learning_rate,peak_memory_bytes"
+         << (val_ ? ",val_loss,val_accuracy\n" : "\n");
 }
 
 void MetricsWriter::write(const EpochStats& e) {
   if (csv_) {
-    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{}\n", e.device,
+    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
                         e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes);
+    // An epoch without a validation pass leaves its cells empty rather than writing zeros.
+    if (val_)
+      out_ << (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
+    out_ << "\n";
   } else {
     out_ << fmt::format(
         "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {:.6g}, \"train_accuracy\": {:.6g}, "

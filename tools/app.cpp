@@ -208,11 +208,16 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
       ref = &r;
       break;
     }
+  // A validation split (data.val_split) adds its loss and accuracy after the test columns.
+  bool val = false;
+  for (const DeviceRun& r : runs) val = val || (r.ran() && r.result.epochs.back().has_val);
   std::vector<Row> rows;
   std::vector<std::string> notes;
   for (const DeviceRun& r : runs) {
     if (!r.ran()) {
-      rows.push_back({r.device.label, "-", "-", "-", "-", "-", "-", "-", "-", "-", "not run"});
+      rows.push_back({r.device.label, "-", "-", "-", "-", "-", "-", "-"});
+      if (val) rows.back().insert(rows.back().end(), {"-", "-"});
+      rows.back().insert(rows.back().end(), {"-", "-", "not run"});
       notes.push_back(r.device.label + ": not run: " + r.reason);
       continue;
     }
@@ -231,14 +236,19 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
                     format_count(images_per_second(r.result)), fmt::format("{:.4f}", last.train_loss),
                     fmt::format("{:.2f}%", 100 * last.train_accuracy),
                     fmt::format("{:.4f}", last.test_loss),
-                    fmt::format("{:.2f}%", 100 * last.test_accuracy),
-                    format_bytes(peak_memory(r.result)), speedup, parity});
+                    fmt::format("{:.2f}%", 100 * last.test_accuracy)});
+    if (val)
+      rows.back().insert(rows.back().end(),
+                         {last.has_val ? fmt::format("{:.4f}", last.val_loss) : "-",
+                          last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
+    rows.back().insert(rows.back().end(), {format_bytes(peak_memory(r.result)), speedup, parity});
   }
+  Row header{"device",    "epochs",    "s/epoch",   "images/s", "train loss",
+             "train acc", "test loss", "test acc"};
+  if (val) header.insert(header.end(), {"val loss", "val acc"});
+  header.insert(header.end(), {"peak mem", "speedup", "parity"});
   fmt::print("\nSide by side (speedup and parity against {}):\n{}",
-             ref ? ref->device.label : "the first device",
-             format_table({"device", "epochs", "s/epoch", "images/s", "train loss", "train acc",
-                           "test loss", "test acc", "peak mem", "speedup", "parity"},
-                          rows));
+             ref ? ref->device.label : "the first device", format_table(header, rows));
   for (const std::string& n : notes) fmt::print("  {}\n", n);
 }
 
@@ -296,6 +306,7 @@ int run_train(const RunRequest& r) {
     fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
                format_count(data.train.size()), format_count(data.test.size()),
                data.train.sample_shape.str(), model.classes());
+    fmt::print("{}", cache_report(data));
     if (config.data.augment.any())
       fmt::print("       augmented (train): {}{}\n",
                  config.data.augment.crop_padding
@@ -317,7 +328,7 @@ int run_train(const RunRequest& r) {
   fmt::print("{}", skipped_report(data));
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
   std::unique_ptr<MetricsWriter> metrics;
-  if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path);
+  if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
 
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
@@ -526,10 +537,15 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
     const double serial = pipeline_rate(src, sample, batch, 0);
     const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);
-    fmt::print("Input pipeline ({}): {} train samples decoded in {}; batches of {} cut{} at {} "
-               "images/s in the training thread{}, {}x the fastest training row: {}\n",
-               config.data.format, format_count(data.train.size()), format_duration(decode), batch,
-               config.data.augment.any() ? ", augmented and normalised" : " and normalised",
+    const double loaded = static_cast<double>(data.train.size() + data.test.size());
+    fmt::print("Input pipeline ({}): {} train samples {} in {} ({} images/s over both splits); "
+               "batches of {} cut{} at {} images/s in the training thread{}, {}x the fastest "
+               "training row: {}\n",
+               config.data.format, format_count(data.train.size()),
+               data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode),
+               format_count(loaded / std::max(1e-9, decode)), batch,
+               std::string(data.train.on_the_fly() ? ", decoded on the fly" : "") +
+                   (config.data.augment.any() ? ", augmented and normalised" : " and normalised"),
                format_count(serial),
                workers ? fmt::format(", {} with {} background thread{}", format_count(ips), workers,
                                      workers == 1 ? "" : "s")

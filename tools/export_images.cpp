@@ -38,15 +38,16 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
   const size_t width = std::max<size_t>(5, std::to_string(d.size()).size());
   const size_t numel = static_cast<size_t>(s.numel());
   std::vector<int64_t> per_class(folders.size(), 0);
-  std::vector<uint8_t> hwc(numel);
+  std::vector<uint8_t> chw(numel), hwc(numel);
   int64_t written = 0;
   for (int64_t i = 0; i < d.size(); ++i) {
     const int32_t label = d.labels[i];
     if (limit > 0 && per_class[label] >= limit) continue;
-    const uint8_t* chw = d.images.data() + i * numel;
+    read_samples(d, &i, 1, chw.data());
     // The engine holds planes (CHW); PNG rows interleave the channels (HWC).
     for (int k = 0; k < c; ++k)
-      for (int p = 0; p < h * w; ++p) hwc[static_cast<size_t>(p) * c + k] = chw[k * h * w + p];
+      for (int p = 0; p < h * w; ++p)
+        hwc[static_cast<size_t>(p) * c + k] = chw[static_cast<size_t>(k) * h * w + p];
     // A class folder only where the split has samples of it: an empty one would not read back.
     if (per_class[label] == 0) fs::create_directories(fs::path(dir) / folders[label]);
     const std::string path =

@@ -354,6 +354,31 @@ TEST(ImageFolder, PngJpegBmpTgaAndGifFilesAllLoad) {
   EXPECT_EQ(d.size(), static_cast<int64_t>(names.size()));
 }
 
+TEST(ImageFolder, PixelsOfWrittenPngBmpTgaAndJpegFilesDecodeInPlanes) {
+  ScratchDir dir;
+  // An 8x8 RGB gradient, interleaved as the files hold it; smooth, so JPEG keeps it closely.
+  std::vector<uint8_t> hwc(8 * 8 * 3);
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x)
+      for (int k = 0; k < 3; ++k)
+        hwc[(y * 8 + x) * 3 + k] = static_cast<uint8_t>(20 * x + 8 * y + 40 * k);
+  fs::create_directories(dir.file("a"));
+  const std::string stem = dir.file("a/p");
+  ASSERT_TRUE(stbi_write_bmp((stem + ".bmp").c_str(), 8, 8, 3, hwc.data()));
+  ASSERT_TRUE(stbi_write_jpg((stem + ".jpg").c_str(), 8, 8, 3, hwc.data(), 100));
+  ASSERT_TRUE(stbi_write_png((stem + ".png").c_str(), 8, 8, 3, hwc.data(), 8 * 3));
+  ASSERT_TRUE(stbi_write_tga((stem + ".tga").c_str(), 8, 8, 3, hwc.data()));
+  Dataset d = load(dir.str(), Shape{3, 8, 8});
+  ASSERT_EQ(d.size(), 4);  // p.bmp, p.jpg, p.png, p.tga
+  for (int64_t i = 0; i < 4; ++i) {
+    int worst = 0;
+    for (int k = 0; k < 3; ++k)
+      for (int p = 0; p < 64; ++p)
+        worst = std::max(worst, std::abs(d.images[i * 192 + k * 64 + p] - hwc[p * 3 + k]));
+    EXPECT_LE(worst, i == 1 ? 4 : 0) << "file " << i << " of p.bmp, p.jpg, p.png, p.tga";
+  }
+}
+
 TEST(Corruption, RandomlyDamagedFilesLoadOrThrowADataErrorNeverCrash) {
   const std::vector<std::string> images = {"digit.png", "rgb.png",   "rgb.jpg",
                                            "rgb.bmp",   "digit.tga", "dot.gif"};

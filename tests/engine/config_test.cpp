@@ -90,6 +90,13 @@ TEST(Config, DataWorkersAreAutoUnlessSet) {
             3);
 }
 
+TEST(Config, DataCacheIsFourGibibytesUnlessSet) {
+  EXPECT_EQ(parse_config(kGood, "good.yaml").data.cache_mb, 4096);
+  EXPECT_EQ(parse_config(with("format: synthetic", "format: synthetic, cache_mb: 0"), "c.yaml")
+                .data.cache_mb,
+            0);
+}
+
 TEST(Config, ShippedConfigsLoadAndBuild) {
   for (const char* name : {"lenet", "mlp", "cifar_cnn"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
@@ -174,6 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
                   {"bad.yaml:9:", "'workers': expected auto, or 0 (batches cut in the training thread) to 64"}},
         BadConfig{"WorkersNotANumber", with("format: synthetic", "format: synthetic, workers: many"),
                   {"bad.yaml:9:", "'workers': expected an integer, got 'many'"}},
+        BadConfig{"NegativeCache", with("format: synthetic", "format: synthetic, cache_mb: -1"),
+                  {"bad.yaml:9:", "'cache_mb': expected a size in MiB, 0 (decode every sample"}},
         BadConfig{"LayersNotAList", "input: {shape: [1, 8, 8]}\nlayers: relu\n",
                   {"'layers' must be a list"}},
         BadConfig{"MisspelledCheckpointKey", with("keep: 3", "kept: 3"),

@@ -1,6 +1,7 @@
 // Side-by-side runs over a device list, their table, parity verdict, metrics, exit status and plots.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -61,6 +62,39 @@ TEST(SideBySide, TwoCpuThreadCountsGiveOneTableThatAgrees) {
   EXPECT_NE(lines[3].find("\"device\": \"cpu:2\", \"epoch\": 2"), std::string::npos) << lines[3];
 }
 
+TEST(SideBySide, AValidationSplitAddsItsColumnsToTheTableAndTheCsv) {
+  const std::string config = test::write_temp_file("side_by_side_val.yaml", R"(name: small
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 64, test_size: 16, seed: 1, val_split: 0.25}
+train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 1}
+)");
+  const std::string metrics = ::testing::TempDir() + "side_by_side_val.csv";
+  auto r = run_trainer("--config " + config + " --device cpu:1,cpu:2 --quiet --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const size_t table = r.out.find("Side by side");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  const std::string header = r.out.substr(table, r.out.find("peak mem", table) - table);
+  EXPECT_NE(header.find("test acc  val loss  val acc"), std::string::npos) << r.out;
+  std::vector<std::string> lines = lines_of(metrics);
+  ASSERT_EQ(lines.size(), 5u);  // the header, then two epochs on each device
+  EXPECT_NE(lines[0].find(",peak_memory_bytes,val_loss,val_accuracy"), std::string::npos)
+      << lines[0];
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(std::count(lines[i].begin(), lines[i].end(), ','), 11) << lines[i];
+    EXPECT_EQ(lines[i].find(",,"), std::string::npos) << "a validation cell is empty: " << lines[i];
+  }
+}
+
+TEST(SideBySide, WithoutAValidationSplitTheTableHasNoValColumns) {
+  auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("test acc  peak mem"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("val loss"), std::string::npos) << r.out;
+}
+
 TEST(SideBySide, AnUnusableGpuGetsItsRowAndThePartialExitStatus) {
   if (gpu_usable()) GTEST_SKIP() << "a GPU is usable here, so no device of cpu,gpu fails";
   auto r = run_trainer("--config " + small_config() + " --device cpu,gpu --quiet");
@@ -117,6 +151,9 @@ TEST(SideBySide, BenchReportsTheInputPipelineOnItsOwn) {
   auto r = run_trainer("bench --config " + small_config() + " --device cpu --batch-size 8 --steps 2 --warmup 1");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("Input pipeline (synthetic): 256 train samples decoded in"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("images/s over both splits); batches of 8 cut and normalised at"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("the fastest training row"), std::string::npos) << r.out;
 }
