@@ -62,7 +62,7 @@ NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string
 
 // "NaN", "infinite" or "2.3026".
 std::string loss_text(double l) {
-  return std::isnan(l) ? "NaN" : std::isinf(l) ? "infinite" : fmt::format("{:.4f}", l);
+  return std::isnan(l) ? "NaN" : std::isinf(l) ? "infinite" : fmt::format("{:.5g}", l);
 }
 
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
