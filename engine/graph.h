@@ -43,6 +43,19 @@ class Graph {
   // per-layer timing and placement; empty: nothing is called.
   using LayerHook = std::function<void(size_t layer, bool backward, bool done)>;
   void set_layer_hook(LayerHook hook) { hook_ = std::move(hook); }
+  // Sets a hook for the guard's lifetime, also when an exception ends it.
+  class ScopedHook {
+   public:
+    ScopedHook(Graph& graph, LayerHook hook) : graph_(graph) {
+      graph_.set_layer_hook(std::move(hook));
+    }
+    ~ScopedHook() { graph_.set_layer_hook(nullptr); }
+    ScopedHook(const ScopedHook&) = delete;
+    ScopedHook& operator=(const ScopedHook&) = delete;
+
+   private:
+    Graph& graph_;
+  };
 
   // Layer i's output, the gradient of that output and of its input, first n samples, as the last
   // forward and backward left them (NaN diagnosis). The input gradient is undefined where the

@@ -62,7 +62,7 @@ std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
     check(graph.output_gradient(layers.size() - 1, n),
           "the loss gradient (of the model's outputs)");
   };
-  graph.set_layer_hook([&](size_t i, bool backward, bool done) {
+  Graph::ScopedHook hook(graph, [&](size_t i, bool backward, bool done) {
     const Layer& layer = *layers[i];
     if (!backward) {
       if (done) check(graph.output(i, n), "output of " + of_layer(layer));
@@ -75,13 +75,7 @@ std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
             "gradient of the input of " + of_layer(layer) + " in the backward pass");
     }
   });
-  try {
-    step.compute(n, step_id);
-  } catch (...) {
-    graph.set_layer_hook(nullptr);
-    throw;
-  }
-  graph.set_layer_hook(nullptr);
+  step.compute(n, step_id);
   if (between_passes) check_loss();  // a model whose backward ran no layer
   if (found.empty()) return "run again, the step gave finite values throughout";
   return "first non-finite value: " + found;

@@ -29,10 +29,10 @@ std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
   return rows;
 }
 
-// Hooks the graph so that each layer pass's traced placement lines land in `rows` (each once).
-void trace_layers(Graph& graph, Backend& backend, std::vector<LayerProfile>& rows,
-                  std::vector<std::string>& trace) {
-  graph.set_layer_hook([&](size_t layer, bool backward, bool done) {
+// A layer hook that puts each layer pass's traced placement lines into `rows` (each once).
+Graph::LayerHook trace_layers(Backend& backend, std::vector<LayerProfile>& rows,
+                              std::vector<std::string>& trace) {
+  return [&](size_t layer, bool backward, bool done) {
     if (!done) {
       backend.trace_placement(&trace);
       return;
@@ -42,7 +42,7 @@ void trace_layers(Graph& graph, Backend& backend, std::vector<LayerProfile>& row
     for (std::string& line : trace)
       if (std::find(ops.begin(), ops.end(), line) == ops.end()) ops.push_back(std::move(line));
     trace.clear();
-  });
+  };
 }
 
 // on_nan: skip_step: the non-finite steps in a row that stop the run, and the ones reported.
@@ -212,14 +212,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (global_step == 0 && options.on_placement) {
         std::vector<LayerProfile> rows = layer_rows(graph, n);
         std::vector<std::string> trace;
-        trace_layers(graph, backend, rows, trace);
-        try {
+        {
+          Graph::ScopedHook hook(graph, trace_layers(backend, rows, trace));
           step.compute(n, global_step);
-        } catch (...) {
-          graph.set_layer_hook(nullptr);
-          throw;
         }
-        graph.set_layer_hook(nullptr);
         options.on_placement(rows);
       } else {
         step.compute(n, global_step);
@@ -385,28 +381,26 @@ std::vector<LayerProfile> profile_layers(Graph& graph, Loss& loss, Backend& back
   std::vector<LayerProfile> rows = layer_rows(graph, batch_size);
   std::vector<std::string> trace;
   auto train_step = [&](int i) {
-    try {
-      step.train(batch_size, kBenchLr, static_cast<uint64_t>(warmup + i));
-    } catch (...) {
-      graph.set_layer_hook(nullptr);
-      throw;
-    }
+    step.train(batch_size, kBenchLr, static_cast<uint64_t>(warmup + i));
   };
   // The first step traces the placement; the timed ones synchronise around every layer.
-  trace_layers(graph, backend, rows, trace);
-  train_step(0);
+  {
+    Graph::ScopedHook hook(graph, trace_layers(backend, rows, trace));
+    train_step(0);
+  }
   std::vector<std::vector<double>> fwd(rows.size()), bwd(rows.size());
   Clock::time_point start;
-  graph.set_layer_hook([&](size_t layer, bool backward, bool done) {
-    backend.synchronize();
-    if (!done) {
-      start = Clock::now();
-      return;
-    }
-    (backward ? bwd : fwd)[layer].push_back(seconds_since(start) * 1e3);
-  });
-  for (int i = 1; i <= steps; ++i) train_step(i);
-  graph.set_layer_hook(nullptr);
+  {
+    Graph::ScopedHook hook(graph, [&](size_t layer, bool backward, bool done) {
+      backend.synchronize();
+      if (!done) {
+        start = Clock::now();
+        return;
+      }
+      (backward ? bwd : fwd)[layer].push_back(seconds_since(start) * 1e3);
+    });
+    for (int i = 1; i <= steps; ++i) train_step(i);
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     rows[i].forward_ms = median(fwd[i]);
     rows[i].backward_ms = median(bwd[i]);
