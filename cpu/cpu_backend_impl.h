@@ -84,6 +84,7 @@ class CpuBackend : public Backend {
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                    const AdamParams& p) override;
 
+  using Backend::count_nonfinite;  // the several-tensor form
   int64_t count_nonfinite(const Tensor& t) override;
 
   // --- helpers for the op files ---

@@ -133,6 +133,7 @@ class CudaBackend : public Backend {
                    const AdamParams& p) override;
 
   int64_t count_nonfinite(const Tensor& t) override;
+  int64_t count_nonfinite(const std::vector<const Tensor*>& ts) override;
 
   // --- helpers for the op files ---
   cudaStream_t stream() const { return stream_; }

@@ -185,12 +185,17 @@ void CudaBackend::dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& m
   CUDA_CHECK_LAUNCH();
 }
 
-int64_t CudaBackend::count_nonfinite(const Tensor& t) {
-  if (t.numel() == 0) return 0;
+int64_t CudaBackend::count_nonfinite(const Tensor& t) { return count_nonfinite({&t}); }
+
+int64_t CudaBackend::count_nonfinite(const std::vector<const Tensor*>& ts) {
+  // Every tensor's kernel adds to one counter: a single copy back and wait for them all.
   CUDA_CHECK(cudaMemsetAsync(device_flag_, 0, sizeof(unsigned long long), stream_));
-  count_nonfinite_kernel<<<grid_for(t.numel()), kThreads, 0, stream_>>>(device_flag_, t.data(),
-                                                                        t.numel());
-  CUDA_CHECK_LAUNCH();
+  for (const Tensor* t : ts) {
+    if (t->numel() == 0) continue;
+    count_nonfinite_kernel<<<grid_for(t->numel()), kThreads, 0, stream_>>>(
+        device_flag_, t->data(), t->numel());
+    CUDA_CHECK_LAUNCH();
+  }
   CUDA_CHECK(cudaMemcpyAsync(host_flag_, device_flag_, sizeof(unsigned long long),
                              cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -154,6 +154,12 @@ class Backend {
 
   // Number of non-finite (NaN or Inf) entries of t.
   virtual int64_t count_nonfinite(const Tensor& t) = 0;
+  // The same over several tensors (every gradient of a step), with one wait for the device.
+  virtual int64_t count_nonfinite(const std::vector<const Tensor*>& ts) {
+    int64_t n = 0;
+    for (const Tensor* t : ts) n += count_nonfinite(*t);
+    return n;
+  }
 
  protected:
   bool tracing() const { return trace_ != nullptr; }  // build a placement line only when asked

@@ -21,9 +21,9 @@ std::string of_layer(const Layer& layer) {
 }  // namespace
 
 bool gradients_finite(Graph& graph, Backend& backend) {
-  for (const Param* p : graph.params())
-    if (backend.count_nonfinite(p->grad)) return false;
-  return true;
+  std::vector<const Tensor*> grads;
+  for (const Param* p : graph.params()) grads.push_back(&p->grad);
+  return backend.count_nonfinite(grads) == 0;
 }
 
 std::string nonfinite_weights(Graph& graph, Backend& backend) {

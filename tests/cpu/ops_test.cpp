@@ -102,6 +102,10 @@ TEST_P(ElementwiseTest, CountNonfiniteCountsNanAndBothInfinities) {
   EXPECT_EQ(be().count_nonfinite(t), 3);
   Tensor clean = upload({4}, {1.f, -1.f, 0.f, 3e38f});
   EXPECT_EQ(be().count_nonfinite(clean), 0);
+  // Several tensors at once (a step's gradients): the sum of their counts.
+  EXPECT_EQ(be().count_nonfinite({&t, &clean, &t}), 6);
+  EXPECT_EQ(be().count_nonfinite({&clean}), 0);
+  EXPECT_EQ(be().count_nonfinite(std::vector<const Tensor*>{}), 0);
 }
 
 TANDEM_INSTANTIATE_BACKEND_SUITE(ElementwiseTest);
