@@ -209,6 +209,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       }
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
+      const auto step_start = Clock::now();
       if (global_step == 0 && options.on_placement) {
         std::vector<LayerProfile> rows = layer_rows(graph, n);
         std::vector<std::string> trace;
@@ -230,6 +231,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       // batch stays in the graph's input buffer until take_next(), for the diagnosis.
       double l, correct;
       step.read(&l, &correct);
+      if (global_step == options.start.step) {
+        result.first_step_seconds = seconds_since(step_start);
+        result.first_step_samples = n;
+      }
       if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
         const std::string where = locate_nonfinite(step, n, global_step);
         if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)

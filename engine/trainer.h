@@ -74,6 +74,10 @@ struct TrainResult {
   std::vector<EpochStats> epochs;
   std::vector<double> step_losses;  // every step's mini-batch loss, in order
   bool stopped = false;             // TrainOptions::stop ended the run
+  // The run's first step, which also creates the primitives and searches the convolution
+  // algorithms: a one-off cost that the steady throughput leaves out.
+  double first_step_seconds = 0;
+  int64_t first_step_samples = 0;
   int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
 };
 

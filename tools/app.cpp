@@ -183,15 +183,24 @@ struct DeviceRun {
   bool ran() const { return reason.empty(); }
 };
 
-double mean_epoch_seconds(const TrainResult& t) {
+double training_seconds(const TrainResult& t) {  // the epochs this run trained
   double s = 0;
   for (const auto& e : t.epochs) s += e.seconds;
-  return t.epochs.empty() ? 0 : s / static_cast<double>(t.epochs.size());
+  return s;
 }
 
-double images_per_second(const TrainResult& t) {  // over every epoch
+double mean_epoch_seconds(const TrainResult& t) {
+  return t.epochs.empty() ? 0 : training_seconds(t) / static_cast<double>(t.epochs.size());
+}
+
+// Over every epoch but the run's first step (primitive creation, algorithm search), so that a
+// short run compares the devices' steady speeds; all of it when that step was all there was.
+double images_per_second(const TrainResult& t) {
   double images = 0, seconds = 0;
   for (const auto& e : t.epochs) images += e.images_per_second * e.seconds, seconds += e.seconds;
+  const double rest = seconds - t.first_step_seconds;
+  if (images > static_cast<double>(t.first_step_samples) && rest > 0)
+    return (images - static_cast<double>(t.first_step_samples)) / rest;
   return seconds > 0 ? images / seconds : 0;
 }
 
@@ -249,6 +258,15 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
   header.insert(header.end(), {"peak mem", "speedup", "parity"});
   fmt::print("\nSide by side (speedup and parity against {}):\n{}",
              ref ? ref->device.label : "the first device", format_table(header, rows));
+  std::vector<std::string> first_steps;
+  for (const DeviceRun& r : runs)
+    if (r.ran() && r.result.first_step_samples)
+      first_steps.push_back(
+          fmt::format("{} {:.0f} ms", r.device.label, 1e3 * r.result.first_step_seconds));
+  if (!first_steps.empty())
+    notes.push_back(fmt::format("images/s and speedup leave out each device's first step ({}: "
+                                "primitive creation, algorithm search); s/epoch includes it",
+                                fmt::join(first_steps, ", ")));
   for (const std::string& n : notes) fmt::print("  {}\n", n);
 }
 
@@ -392,8 +410,7 @@ int run_train(const RunRequest& r) {
       const EpochStats& last = run.result.epochs.back();
       fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",
                  run.device.label, 100 * last.test_accuracy, last.test_loss, last.epoch,
-                 last.epoch == 1 ? "" : "s", format_duration(mean_epoch_seconds(run.result) *
-                                                             static_cast<double>(last.epoch)),
+                 last.epoch == 1 ? "" : "s", format_duration(training_seconds(run.result)),
                  format_count(images_per_second(run.result)));
     } catch (const Error& e) {
       // In a list, an unusable device (or a run that blew up) gets its row; the others still run.

@@ -60,6 +60,10 @@ TEST_F(LeNetOnMnist, OneEpochReachesNinetyPercentTestAccuracy) {
   ASSERT_EQ(r.epochs.size(), 1u);
   EXPECT_GE(r.epochs[0].test_accuracy, 0.90);
   EXPECT_LT(r.step_losses.back(), r.step_losses.front());
+  // The first step is timed on its own, within the epoch's time.
+  EXPECT_EQ(r.first_step_samples, c.train.batch_size);
+  EXPECT_GT(r.first_step_seconds, 0);
+  EXPECT_LT(r.first_step_seconds, r.epochs[0].seconds);
 }
 
 TEST_F(LeNetOnMnist, SameSeedGivesTheSameLossesTwice) {
