@@ -254,7 +254,8 @@ TEST(OnNan, SkipStepLeavesOutAStepWhoseLossIsFiniteButAGradientIsNot) {
   EXPECT_EQ(r.skipped_steps, 1);
   EXPECT_TRUE(all_weights_finite(s));
   EXPECT_TRUE(std::regex_search(
-      log, std::regex(R"(skipped step 4: loss [-0-9.e+]+, a gradient non-finite \(the input batch)")))
+      log,
+      std::regex(R"(skipped step 4: loss [-0-9.e+]+, a gradient non-finite \(the input batch)")))
       << log;
 }
 
