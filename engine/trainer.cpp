@@ -272,20 +272,25 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         break;
       }
     }
+    // A relu passes NaN on as 0: weights can turn non-finite while every loss stays finite.
+    // Checked before any checkpoint of them is written.
+    auto check_weights = [&](const std::string& when) {
+      if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
+        throw nonfinite_error(
+            config.train.optimizer, lr,
+            fmt::format("{} {} (step {}) although the loss stayed finite (a relu passes NaN on as "
+                        "0); on_nan: skip_step checks the gradients of every step",
+                        weights, when, global_step));
+    };
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not
       backend.synchronize();
       bar.finish(" - stopped");
+      check_weights(fmt::format("when stopped in epoch {}", epoch + 1));
       if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step});
       break;
     }
     backend.synchronize();
-    // A relu passes NaN on as 0: weights can turn non-finite while every loss stays finite.
-    if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
-      throw nonfinite_error(
-          config.train.optimizer, lr,
-          fmt::format("{} at the end of epoch {} (step {}) although the loss stayed finite (a relu "
-                      "passes NaN on as 0); on_nan: skip_step checks the gradients of every step",
-                      weights, epoch + 1, global_step));
+    check_weights(fmt::format("at the end of epoch {}", epoch + 1));
     EpochStats e;
     e.device = options.device_label;
     e.epoch = epoch + 1;

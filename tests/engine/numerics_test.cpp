@@ -229,6 +229,26 @@ TEST(OnNan, StopEndsTheEpochWhoseUpdatesSpoiltAWeightBehindAFiniteLoss) {
   }
 }
 
+// Stopped mid-epoch (Ctrl-C) after such a batch: no checkpoint of the spoilt weights is written.
+TEST(OnNan, AStopMidEpochWritesNoCheckpointOfWeightsSpoiltBehindAFiniteLoss) {
+  SmallStep s;
+  TrainOptions options;
+  int steps = 0;
+  options.stop = [&] { return ++steps == 6; };
+  bool written = false;
+  options.on_checkpoint = [&](TrainStep&, const TrainPosition&) { written = true; };
+  try {
+    train_on(s, {3}, "stop", options);
+    FAIL() << "expected a NumericsError";
+  } catch (const NumericsError& e) {
+    EXPECT_NE(e.cause().find("the weights dense_1.weight hold 16 non-finite values when stopped "
+                             "in epoch 1 (step 6) although the loss stayed finite"),
+              std::string::npos)
+        << e.cause();
+  }
+  EXPECT_FALSE(written);
+}
+
 TEST(OnNan, SkipStepLeavesOutAStepWithANonFiniteLossAndTrainsOn) {
   SmallStep s("softmax_cross_entropy", "tanh");
   TrainResult r;
