@@ -51,6 +51,13 @@ inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int di
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
 }
 
+// Plain host memory, 64-byte aligned: the CPU's batch buffers, and any host memory a backend
+// does not pin.
+inline std::shared_ptr<void> aligned_host_memory(size_t bytes) {
+  return {::operator new(bytes, std::align_val_t(64)),
+          [](void* p) { ::operator delete(p, std::align_val_t(64)); }};
+}
+
 // Rows of the start-up table: ("Device", "NVIDIA H200"), ("BLAS", "oneDNN 2.6.3"), ...
 using InfoRows = std::vector<std::pair<std::string, std::string>>;
 
@@ -72,10 +79,7 @@ class Backend {
   // Host memory for batches on their way to this backend, 64-byte aligned: pinned on a GPU, so
   // that an upload from it needs no staging copy. An upload from it may still be reading it until
   // the next synchronize() or download(); from any other memory upload() has read it on return.
-  virtual std::shared_ptr<void> allocate_host(size_t bytes) {
-    return {::operator new(bytes, std::align_val_t(64)),
-            [](void* p) { ::operator delete(p, std::align_val_t(64)); }};
-  }
+  virtual std::shared_ptr<void> allocate_host(size_t bytes) { return aligned_host_memory(bytes); }
   virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
   // Like upload(), from allocate_host memory, but on a copy stream where the device has one, so
   // that the copy overlaps the ops queued before it; ops queued after it wait for it. No op queued

@@ -93,12 +93,21 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   return o;
 }
 
+namespace {
+
+// data.workers: auto: the cores that `compute` threads leave free (0: they take every core), up
+// to 8.
+int free_cores(int compute) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(compute > 0 ? cores - compute : 0, 0, 8);
+}
+
+}  // namespace
+
 int data_workers(const Config& c, const DeviceSpec& d) {
   if (c.data.workers >= 0) return c.data.workers;
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // The CPU backend computes on its threads (0: every core); a GPU needs one thread to drive it.
-  const int compute = d.backend == "cpu" ? backend_options(c, d).threads : 1;
-  return std::clamp(compute > 0 ? cores - compute : 0, 0, 8);
+  return free_cores(d.backend == "cpu" ? backend_options(c, d).threads : 1);
 }
 
 namespace {
@@ -524,9 +533,7 @@ void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
 // Images/s that `workers` threads (0: this one) cut, normalise and augment into batches.
 double pipeline_rate(BatchSource& src, int64_t sample, int64_t batch, int workers) {
   using Clock = std::chrono::steady_clock;
-  BatchQueue queue(src, sample, batch, workers, [](size_t bytes) {
-    return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });
-  });
+  BatchQueue queue(src, sample, batch, workers, aligned_host_memory);
   int64_t done = 0;
   const auto t = Clock::now();
   double seconds = 0;
@@ -549,8 +556,9 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
                 config.data.std, config.train.drop_last);
     src.set_augment(config.data.augment);
     const int64_t sample = config.input.numel();
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    const int workers = std::clamp(config.data.workers >= 0 ? config.data.workers : cores - 1, 0, 8);
+    // Auto: as beside a GPU, so that the rate with background threads shows.
+    const int workers = std::clamp(config.data.workers >= 0 ? config.data.workers : free_cores(1),
+                                   0, 8);
     const double serial = pipeline_rate(src, sample, batch, 0);
     const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);

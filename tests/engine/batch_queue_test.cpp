@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/rng.h"
 
 namespace tandem {
@@ -54,12 +55,6 @@ class FakeSource : public BatchSource {
   mutable std::atomic<int> filling_{0};
 };
 
-BatchQueue::HostAllocator plain() {
-  return [](size_t bytes) {
-    return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });
-  };
-}
-
 // Every sample of each batch of an epoch, as the queue hands them out; checks each sample's
 // floats and label agree.
 std::vector<int64_t> take_epoch(BatchQueue& q, int64_t epoch, int64_t first, int64_t floats) {
@@ -80,7 +75,7 @@ TEST(BatchQueue, EveryWorkerCountDeliversEverySampleOncePerEpochInTheSameOrder) 
   FakeSource source(samples, batch, floats);
   std::vector<std::vector<int64_t>> reference;
   for (int workers : {0, 1, 3}) {
-    BatchQueue q(source, floats, batch, workers, plain());
+    BatchQueue q(source, floats, batch, workers, aligned_host_memory);
     EXPECT_EQ(q.workers(), workers);
     for (int64_t epoch = 0; epoch < 3; ++epoch) {
       std::vector<int64_t> seen = take_epoch(q, epoch, 0, floats);
@@ -98,9 +93,9 @@ TEST(BatchQueue, EveryWorkerCountDeliversEverySampleOncePerEpochInTheSameOrder) 
 TEST(BatchQueue, StartsMidEpochAndRestartsBeforeAnEpochEnds) {
   const int64_t samples = 64, batch = 4, floats = 2;
   FakeSource source(samples, batch, floats);
-  BatchQueue serial(source, floats, batch, 0, plain());
+  BatchQueue serial(source, floats, batch, 0, aligned_host_memory);
   const std::vector<int64_t> whole = take_epoch(serial, 1, 0, floats);
-  BatchQueue q(source, floats, batch, 2, plain());
+  BatchQueue q(source, floats, batch, 2, aligned_host_memory);
   // A resumed run starts at batch 5: the rest of the epoch, the same samples as a whole epoch's.
   EXPECT_EQ(take_epoch(q, 1, 5, floats),
             std::vector<int64_t>(whole.begin() + 5 * batch, whole.end()));
@@ -115,7 +110,7 @@ TEST(BatchQueue, AWorkersErrorReachesTheStepThatNeedsThatBatch) {
   FakeSource source(samples, batch, floats);
   source.bad = 6;
   for (int workers : {0, 2}) {
-    BatchQueue q(source, floats, batch, workers, plain());
+    BatchQueue q(source, floats, batch, workers, aligned_host_memory);
     q.start_epoch(0);
     for (int b = 0; b < 6; ++b) EXPECT_EQ(q.next().n, batch) << workers << " workers";
     try {
@@ -130,7 +125,7 @@ TEST(BatchQueue, AWorkersErrorReachesTheStepThatNeedsThatBatch) {
 
 TEST(BatchQueue, StopsWorkersThatWaitForAFreeBuffer) {
   FakeSource source(1000, 2, 1);
-  auto q = std::make_unique<BatchQueue>(source, 1, 2, 4, plain());
+  auto q = std::make_unique<BatchQueue>(source, 1, 2, 4, aligned_host_memory);
   q->start_epoch(0);
   EXPECT_EQ(q->next().n, 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every buffer fills
