@@ -45,7 +45,7 @@ Dataset hold_out(Dataset& train, double share, uint64_t seed) {
   if (share <= 0) return subset(train, {}, "no validation share");  // train's shape, no samples
   const int64_t n = train.size();
   int64_t k = static_cast<int64_t>(std::llround(share * static_cast<double>(n)));
-  if (share > 0 && k < 1) k = 1;
+  if (k < 1) k = 1;  // a share, however small, holds out a sample
   if (k >= n)
     throw DataError(fmt::format("data.val_split {} holds out {} of the {} train samples, leaving "
                                 "none to train on",

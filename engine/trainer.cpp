@@ -174,6 +174,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   // on_nan: skip_step also checks every gradient (a pass over them each step).
   const bool skip_bad = config.train.on_nan == "skip_step";
   int64_t skipped_in_a_row = 0;
+  auto out_of_steps = [&](uint64_t steps) {
+    return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
+  };
   if (options.on_start) options.on_start(step);
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
@@ -186,9 +189,6 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0;
     bool stopped = false;
-    auto out_of_steps = [&](uint64_t steps) {
-      return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
-    };
     int64_t ahead = 0;  // samples of the next batch, uploaded while the last step computed
     int64_t b = first;
     for (; b < batches; ++b) {
