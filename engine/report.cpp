@@ -84,15 +84,16 @@ MetricsWriter::MetricsWriter(const std::string& path, bool val)
                      "check that its folder exists and is writable");
   if (csv_)
     out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-            "images_per_second,learning_rate,peak_memory_bytes"
+            "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
          << (val_ ? ",val_loss,val_accuracy\n" : "\n");
 }
 
 void MetricsWriter::write(const EpochStats& e) {
   if (csv_) {
-    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{}", e.device,
+    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
-                        e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes);
+                        e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
+                        e.skipped_steps);
     // An epoch without a validation pass leaves its cells empty rather than writing zeros.
     if (val_)
       out_ << (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
@@ -101,10 +102,10 @@ void MetricsWriter::write(const EpochStats& e) {
     out_ << fmt::format(
         "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {:.6g}, \"train_accuracy\": {:.6g}, "
         "\"test_loss\": {:.6g}, \"test_accuracy\": {:.6g}, \"seconds\": {:.4f}, "
-        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}{}}}\n",
+        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}, \"skipped_steps\": {}{}}}\n",
         json_string(e.device), e.epoch, e.train_loss, e.train_accuracy, e.test_loss,
         e.test_accuracy, e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
-        e.has_val ? fmt::format(", \"val_loss\": {:.6g}, \"val_accuracy\": {:.6g}", e.val_loss,
+        e.skipped_steps, e.has_val ? fmt::format(", \"val_loss\": {:.6g}, \"val_accuracy\": {:.6g}", e.val_loss,
                                 e.val_accuracy)
                   : "");
   }

@@ -23,6 +23,7 @@ EpochStats epoch(int64_t n, bool val) {
   e.epoch = n;
   e.train_loss = 0.5, e.train_accuracy = 0.75, e.test_loss = 0.625, e.test_accuracy = 0.7;
   e.seconds = 1.5, e.images_per_second = 1000, e.learning_rate = 0.01, e.peak_memory_bytes = 42;
+  e.skipped_steps = 3;
   e.has_val = val;
   e.val_loss = 0.875, e.val_accuracy = 0.6875;
   return e;
@@ -30,7 +31,7 @@ EpochStats epoch(int64_t n, bool val) {
 
 constexpr const char* kColumns =
     "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,images_per_second,"
-    "learning_rate,peak_memory_bytes";
+    "learning_rate,peak_memory_bytes,skipped_steps";
 
 TEST(MetricsWriter, CsvWithoutValidationHasNoValColumns) {
   const std::string path = ::testing::TempDir() + "report_plain.csv";
@@ -41,7 +42,7 @@ TEST(MetricsWriter, CsvWithoutValidationHasNoValColumns) {
   std::vector<std::string> lines = lines_of(path);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0], kColumns);
-  EXPECT_EQ(lines[1], "cpu,1,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42");
+  EXPECT_EQ(lines[1], "cpu,1,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42,3");
 }
 
 TEST(MetricsWriter, CsvWithValidationEndsInValLossAndAccuracy) {
@@ -54,8 +55,8 @@ TEST(MetricsWriter, CsvWithValidationEndsInValLossAndAccuracy) {
   std::vector<std::string> lines = lines_of(path);
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], std::string(kColumns) + ",val_loss,val_accuracy");
-  EXPECT_EQ(lines[1], "cpu,1,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42,0.875,0.6875");
-  EXPECT_EQ(lines[2], "cpu,2,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42,,");
+  EXPECT_EQ(lines[1], "cpu,1,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42,3,0.875,0.6875");
+  EXPECT_EQ(lines[2], "cpu,2,0.5,0.75,0.625,0.7,1.5000,1000.0,0.01,42,3,,");
 }
 
 TEST(MetricsWriter, JsonLinesCarryValKeysOnlyWhereAnEpochHasThem) {
@@ -70,6 +71,7 @@ TEST(MetricsWriter, JsonLinesCarryValKeysOnlyWhereAnEpochHasThem) {
   EXPECT_NE(lines[0].find("\"val_loss\": 0.875, \"val_accuracy\": 0.6875}"), std::string::npos)
       << lines[0];
   EXPECT_EQ(lines[1].find("val_loss"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("\"skipped_steps\": 3"), std::string::npos) << lines[1];
 }
 
 }  // namespace
