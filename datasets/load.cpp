@@ -43,6 +43,11 @@ void check_against_model(const Dataset& d, const DataConfig& config, const Shape
                           : "give the last dense layer as many units as the data has classes");
 }
 
+// uint8 bytes of both splits' pixels, decoded.
+int64_t decoded_bytes(const DataSplits& s) {
+  return (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
+}
+
 }  // namespace
 
 DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes) {
@@ -65,8 +70,7 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
       s.train = load_cifar10(train, true, classes, false);
       s.test = load_cifar10(test, false, classes, false);
     }
-    const int64_t bytes = (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
-    if (fits_cache(bytes, config.cache_mb)) {
+    if (fits_cache(decoded_bytes(s), config.cache_mb)) {
       cache_samples(s.train);
       cache_samples(s.test);
     }
@@ -89,7 +93,7 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
                     "point data.path (or data.train) at a data set with training samples");
   check_against_model(s.train, config, input_shape, classes);
   check_against_model(s.test, config, input_shape, classes);
-  s.decoded_bytes = (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
+  s.decoded_bytes = decoded_bytes(s);
   s.cache_mb = config.cache_mb;
   return s;
 }
