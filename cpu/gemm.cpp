@@ -3,7 +3,7 @@
 // A matmul primitive (brg:avx512_core) is cached per shape, transposes, alpha and beta; a
 // transpose is only a stride order (tag ba), so no operand is copied. Not dnnl_sgemm: its (N,T)
 // case - every dense forward, x * W^T - runs at half speed when K is 1024 (190 vs 400 GFLOP/s on
-// 2 AVX-512 cores, 128x1024x1024); the other cases measured equal within noise.
+// 2 AVX-512 cores, 128x1024x1024); the other cases measured as fast or faster.
 #include <cstdio>
 #include <string>
 
