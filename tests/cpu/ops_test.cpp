@@ -41,6 +41,35 @@ TEST_P(GemmTest, BetaZeroIgnoresOldOutput) {
   EXPECT_CLOSE(download(tc), reference::gemm(Floats(20), a, b, 4, 5, 6, false, false, 1, 0));
 }
 
+// The dense layers' calls (alpha 1, beta 0) at a width where the leading dimensions are 1024,
+// twice on one shape with new data: a backend that caches per shape must read the new operands.
+TEST_P(GemmTest, DenseLayerShapesReadNewOperandsOnEveryCall) {
+  const int64_t m = 16, n = 1024, k = 1024;
+  uint32_t seed = 1;
+  for (int t = 0; t < 4; ++t) {
+    const bool ta = t & 1, tb = t & 2;
+    SCOPED_TRACE(std::string(ta ? "A^T " : "") + (tb ? "B^T" : ""));
+    for (int call = 0; call < 2; ++call) {
+      Floats a = random(m * k, seed++), b = random(k * n, seed++);
+      Tensor ta_t = upload(ta ? Shape{k, m} : Shape{m, k}, a);
+      Tensor tb_t = upload(tb ? Shape{n, k} : Shape{k, n}, b);
+      Tensor tc = output({m, n});
+      be().gemm(tc, ta_t, tb_t, ta, tb, 1.f, 0.f);
+      EXPECT_CLOSE(download(tc), reference::gemm(Floats(m * n), a, b, m, n, k, ta, tb, 1, 0));
+    }
+  }
+}
+
+// An empty inner dimension (K 0) leaves c = beta * c.
+TEST_P(GemmTest, EmptyInnerDimensionScalesOutput) {
+  Floats c = random(3 * 4, 1);
+  Tensor ta = output({3, 0}), tb = output({0, 4}), tc = upload({3, 4}, c);
+  be().gemm(tc, ta, tb, false, false, 1.f, 0.5f);
+  Doubles want(c.begin(), c.end());
+  for (double& v : want) v *= 0.5;
+  EXPECT_CLOSE(download(tc), want);
+}
+
 TANDEM_INSTANTIATE_BACKEND_SUITE(GemmTest);
 
 class ElementwiseTest : public BackendTest {};
