@@ -115,8 +115,11 @@ TEST_F(Parity, GemmEveryTransposeWithOddShapesAlphaAndBeta) {
   }
 }
 
+// The larger shapes split each channel's sum over several blocks (a slice boundary inside an
+// image, a plane size that does not divide the block, a dense layer's inner size of 1).
 TEST_F(Parity, BiasAddAndBiasBackwardOnFourAndTwoDimensions) {
-  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}}) {
+  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}, Shape{64, 3, 32, 32}, Shape{40, 2, 37, 41},
+                         Shape{9000, 3}}) {
     Pair y = make(s, 11), b = make(Shape{s[1]}, 12);
     cpu_->bias_add(y.c, b.c);
     gpu_->bias_add(y.g, b.g);
