@@ -20,8 +20,8 @@ struct ConvCandidate {
 };
 
 // The math type a candidate runs with, set on the convolution descriptor before its workspace
-// query and before every call. Without TF32, FMA always: on Ampere and later DEFAULT_MATH lets cuDNN
-// use TF32 tensor cores for fp32. With TF32, the candidate's own type, as cuDNN asks (the
+// query and before every call. Without TF32, FMA always: on Ampere and later DEFAULT_MATH lets
+// cuDNN use TF32 tensor cores for fp32. With TF32, the candidate's own type, as cuDNN asks (the
 // algorithm and the math type together name the kernel).
 inline ConvMath conv_run_math(ConvMath candidate, bool tf32) {
   return tf32 ? candidate : ConvMath::kFma;

@@ -28,8 +28,9 @@ TEST(PoolWindows, CoveringWindowsAreExactlyThoseThatContainTheRow) {
               }
             }
             const WindowRange r = covering_windows(i, kernel, stride, pad, static_cast<int>(out));
-            SCOPED_TRACE(::testing::Message() << "kernel " << kernel << " stride " << stride
-                                              << " pad " << pad << " size " << size << " row " << i);
+            SCOPED_TRACE(::testing::Message()
+                         << "kernel " << kernel << " stride " << stride << " pad " << pad
+                         << " size " << size << " row " << i);
             if (first < 0) {
               EXPECT_GT(r.first, r.last);
             } else {
