@@ -88,11 +88,18 @@ auto pick(const CudaBackend& be, const ConvEntry& e, const char* pass, const std
   return perf[best].algo;
 }
 
+// The descriptor's math type for cuDNN's ranking: the pass run before may have left its own.
+void rank_with_base_math(const CudaBackend& be, const ConvEntry& e) {
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, be.options().tf32 ? CUDNN_DEFAULT_MATH
+                                                                    : CUDNN_FMA_MATH));
+}
+
 // Heuristic choice (cudnnGet*_v7: ranked by cuDNN, no trial runs, so the first step is quick and
 // the choice does not depend on timing noise).
 void choose_fwd(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, max_count,
                                                      &got, perf.data()));
@@ -106,6 +113,7 @@ void choose_fwd(CudaBackend& be, ConvEntry& e) {
 void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
                                                           max_count, &got, perf.data()));
@@ -119,6 +127,7 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
 void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
                                                             max_count, &got, perf.data()));
