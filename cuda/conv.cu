@@ -1,6 +1,7 @@
 // Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per shape).
 #include <vector>
 
+#include "cuda/conv_algo.h"
 #include "cuda/cuda_backend_impl.h"
 
 namespace tandem {
@@ -45,15 +46,13 @@ std::string conv_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
 
 namespace {
 
-// Whether a ranked candidate of cudnnGet*Algorithm_v7 may be used under the options.
-bool acceptable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t math,
-                const BackendOptions& o) {
-  if (status != CUDNN_STATUS_SUCCESS) return false;
-  if (o.deterministic && det != CUDNN_DETERMINISTIC) return false;
-  if (!o.tf32 && (math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-    return false;
-  return true;
-}
+static_assert(CUDNN_DEFAULT_MATH == static_cast<int>(ConvMath::kDefault) &&
+              CUDNN_TENSOR_OP_MATH == static_cast<int>(ConvMath::kTensorOp) &&
+              CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ==
+                  static_cast<int>(ConvMath::kTensorOpAllowConversion) &&
+              CUDNN_FMA_MATH == static_cast<int>(ConvMath::kFma));
+
+cudnnMathType_t to_cudnn(ConvMath m) { return static_cast<cudnnMathType_t>(static_cast<int>(m)); }
 
 [[noreturn]] void no_algorithm(const char* pass, const ConvEntry& e, const BackendOptions& o) {
   throw DeviceError(std::string("cuDNN offers no ") + pass + " algorithm for conv2d " + e.shape +
@@ -64,64 +63,80 @@ bool acceptable(cudnnStatus_t status, cudnnDeterminism_t det, cudnnMathType_t ma
                         ", or use --device cpu");
 }
 
+// The best-ranked of cuDNN's results (`got` of `perf`) that the options allow
+// (choose_conv_candidate); `workspace_of(algo, &bytes)` is the pass's workspace query, asked with
+// each candidate's run math type set on the descriptor, since the size depends on it. Returns the
+// algorithm and leaves its math type and workspace in *math and *ws.
+template <typename Perf, typename Query>
+auto pick(const CudaBackend& be, const ConvEntry& e, const char* pass, const std::vector<Perf>& perf,
+          int got, Query workspace_of, cudnnMathType_t* math, size_t* ws) {
+  const BackendOptions& o = be.options();
+  std::vector<ConvCandidate> ranked(static_cast<size_t>(got));
+  for (int i = 0; i < got; ++i) {
+    ConvCandidate& c = ranked[i];
+    c.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+    c.math = static_cast<ConvMath>(static_cast<int>(perf[i].mathType));
+    c.ok = perf[i].status == CUDNN_STATUS_SUCCESS &&
+           cudnnSetConvolutionMathType(e.conv, to_cudnn(conv_run_math(c.math, o.tf32))) ==
+               CUDNN_STATUS_SUCCESS &&
+           workspace_of(perf[i].algo, &c.workspace) == CUDNN_STATUS_SUCCESS;
+  }
+  const int best = choose_conv_candidate(ranked, o.deterministic, o.tf32, o.workspace_bytes);
+  if (best < 0) no_algorithm(pass, e, o);
+  *math = to_cudnn(conv_run_math(ranked[best].math, o.tf32));
+  *ws = ranked[best].workspace;
+  return perf[best].algo;
+}
+
+// The descriptor's math type for cuDNN's ranking: the pass run before may have left its own.
+void rank_with_base_math(const CudaBackend& be, const ConvEntry& e) {
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, be.options().tf32 ? CUDNN_DEFAULT_MATH
+                                                                    : CUDNN_FMA_MATH));
+}
+
 // Heuristic choice (cudnnGet*_v7: ranked by cuDNN, no trial runs, so the first step is quick and
-// the choice does not depend on timing noise): the best-ranked candidate that the options allow and
-// whose workspace fits the limit.
+// the choice does not depend on timing noise).
 void choose_fwd(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, max_count,
                                                      &got, perf.data()));
-  for (int i = 0; i < got; ++i) {
-    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
-    size_t ws = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, perf[i].algo,
-                                                &ws) != CUDNN_STATUS_SUCCESS)
-      continue;
-    if (ws > be.options().workspace_bytes) continue;
-    e.fwd = perf[i].algo, e.fwd_ws = ws, e.has_fwd = true;
-    return;
-  }
-  no_algorithm("forward", e, be.options());
+  auto query = [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, a, ws);
+  };
+  e.fwd = pick(be, e, "forward", perf, got, query, &e.fwd_math, &e.fwd_ws);
+  e.has_fwd = true;
 }
 
 void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
                                                           max_count, &got, perf.data()));
-  for (int i = 0; i < got; ++i) {
-    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
-    size_t ws = 0;
-    if (cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x,
-                                                     perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
-      continue;
-    if (ws > be.options().workspace_bytes) continue;
-    e.bwd_data = perf[i].algo, e.bwd_data_ws = ws, e.has_bwd_data = true;
-    return;
-  }
-  no_algorithm("backward-data", e, be.options());
+  auto query = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x, a, ws);
+  };
+  e.bwd_data = pick(be, e, "backward-data", perf, got, query, &e.bwd_data_math, &e.bwd_data_ws);
+  e.has_bwd_data = true;
 }
 
 void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(be.cudnn(), &max_count));
+  rank_with_base_math(be, e);
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max_count);
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
                                                             max_count, &got, perf.data()));
-  for (int i = 0; i < got; ++i) {
-    if (!acceptable(perf[i].status, perf[i].determinism, perf[i].mathType, be.options())) continue;
-    size_t ws = 0;
-    if (cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w,
-                                                       perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS)
-      continue;
-    if (ws > be.options().workspace_bytes) continue;
-    e.bwd_filter = perf[i].algo, e.bwd_filter_ws = ws, e.has_bwd_filter = true;
-    return;
-  }
-  no_algorithm("backward-filter", e, be.options());
+  auto query = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w, a, ws);
+  };
+  e.bwd_filter =
+      pick(be, e, "backward-filter", perf, got, query, &e.bwd_filter_math, &e.bwd_filter_ws);
+  e.has_bwd_filter = true;
 }
 
 }  // namespace
@@ -140,6 +155,7 @@ void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, co
   if (!e.has_fwd) choose_fwd(*this, e);
   if (tracing()) placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_ws));
   void* ws = workspace(e.fwd_ws);
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.fwd_math));  // one descriptor, three passes
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, x.data(), e.w, w.data(), e.conv, e.fwd, ws,
                                       e.fwd_ws, &zero, e.y, y.data()));
@@ -154,8 +170,10 @@ void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tenso
                                        const Conv2dParams& p) {
   ConvEntry& e = conv_entry(dx, w, dy, p);
   if (!e.has_bwd_data) choose_bwd_data(*this, e);
-  if (tracing()) placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_ws));
+  if (tracing())
+    placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_ws));
   void* ws = workspace(e.bwd_data_ws);
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_data_math));
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, w.data(), e.y, dy.data(), e.conv,
                                            e.bwd_data, ws, e.bwd_data_ws, &zero, e.x, dx.data()));
@@ -166,8 +184,11 @@ void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Ten
                                          const Conv2dParams& p) {
   ConvEntry& e = conv_entry(x, dw, dy, p);
   if (!e.has_bwd_filter) choose_bwd_filter(*this, e);
-  if (tracing()) placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter), e.bwd_filter_ws));
+  if (tracing())
+    placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter),
+                          e.bwd_filter_ws));
   void* ws = workspace(e.bwd_filter_ws);
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_filter_math));
   const float one = 1.f, zero = 0.f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, x.data(), e.y, dy.data(), e.conv,
                                              e.bwd_filter, ws, e.bwd_filter_ws, &zero, e.w,

@@ -60,6 +60,9 @@ struct ConvEntry {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  // Each pass's math type, set on `conv` before its call (the passes share the descriptor).
+  cudnnMathType_t fwd_math = CUDNN_FMA_MATH, bwd_data_math = CUDNN_FMA_MATH,
+                  bwd_filter_math = CUDNN_FMA_MATH;
 };
 
 // Descriptors of one pooling shape and parameter set.

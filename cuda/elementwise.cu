@@ -2,7 +2,8 @@
 //
 // Plain grid-stride kernels rather than cuDNN's activation API: the interface's relu-family
 // backward uses the forward input x and sigmoid/tanh use y, which a kernel states directly.
-// bias_backward reduces with one block per channel in a fixed order, so it is deterministic.
+// bias_backward reduces in a fixed order (two stages), so it is deterministic.
+#include <algorithm>
 #include <cmath>
 
 #include "cuda/cuda_backend_impl.h"
@@ -24,23 +25,39 @@ __global__ void bias_add_kernel(float* y, const float* b, int64_t n, int64_t c, 
   GRID_STRIDE(i, n) y[i] += b[(i / inner) % c];
 }
 
-// db[c] = sum over N and inner of dy (N,C,inner): block c, threads stride over the N*inner values.
-__global__ void bias_backward_kernel(float* db, const float* dy, int64_t batch, int64_t c,
-                                     int64_t inner) {
-  __shared__ float partial[kThreads];
-  const int64_t ch = blockIdx.x;
+// Bias gradient in two fixed-order stages, so it is deterministic without atomics: block
+// (ch * parts + part) sums the part-th slice of channel ch's batch*inner values of dy (N,C,inner)
+// into partial, then one thread per channel adds its parts in order. One block per channel alone
+// would leave most SMs idle on a conv layer's few channels.
+__global__ void bias_partial_kernel(float* partial, const float* dy, int64_t c, int64_t inner,
+                                    int64_t count, int64_t chunk, int parts) {
+  __shared__ float buf[kThreads];
+  const int64_t ch = blockIdx.x / parts;
+  const int64_t begin = (blockIdx.x % parts) * chunk, end = min(begin + chunk, count);
+  // (n, k) of value j = n*inner + k, advanced by blockDim without a division per value.
+  int64_t j = begin + threadIdx.x, n = j / inner, k = j % inner;
+  const int64_t dn = blockDim.x / inner, dk = blockDim.x % inner;
   float s = 0.f;
-  for (int64_t j = threadIdx.x; j < batch * inner; j += blockDim.x) {
-    const int64_t n = j / inner, k = j % inner;
+  for (; j < end; j += blockDim.x) {
     s += dy[(n * c + ch) * inner + k];
+    n += dn, k += dk;
+    if (k >= inner) k -= inner, ++n;
   }
-  partial[threadIdx.x] = s;
+  buf[threadIdx.x] = s;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {  // blockDim is kThreads, 2^k
+    if (threadIdx.x < stride) buf[threadIdx.x] += buf[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) db[ch] = partial[0];
+  if (threadIdx.x == 0) partial[blockIdx.x] = buf[0];
+}
+
+__global__ void bias_sum_parts_kernel(float* db, const float* partial, int64_t c, int parts) {
+  GRID_STRIDE(ch, c) {
+    float s = 0.f;
+    for (int part = 0; part < parts; ++part) s += partial[ch * parts + part];
+    db[ch] = s;
+  }
 }
 
 __global__ void add_kernel(float* y, const float* a, const float* b, int64_t n) {
@@ -135,8 +152,17 @@ void CudaBackend::bias_backward(Tensor& db, const Tensor& dy) {
   int64_t n, c, inner;
   channel_geometry(dy, &n, &c, &inner);
   expect_numel(db, c, "bias gradient");
-  bias_backward_kernel<<<static_cast<unsigned>(c), kThreads, 0, stream_>>>(db.data(), dy.data(), n,
-                                                                           c, inner);
+  if (c == 0) return;
+  // Parts of at least 16 values a thread, at most 64 per channel: enough blocks for every SM.
+  const int64_t count = n * inner;
+  const int parts = static_cast<int>(std::clamp<int64_t>(count / (16 * kThreads), 1, 64));
+  const int64_t chunk = (count + parts - 1) / parts;
+  auto partial = scratch(static_cast<size_t>(c * parts) * sizeof(float));
+  auto* pp = static_cast<float*>(partial.get());
+  bias_partial_kernel<<<static_cast<unsigned>(c * parts), kThreads, 0, stream_>>>(
+      pp, dy.data(), c, std::max<int64_t>(inner, 1), count, chunk, parts);
+  CUDA_CHECK_LAUNCH();
+  bias_sum_parts_kernel<<<grid_for(c), kThreads, 0, stream_>>>(db.data(), pp, c, parts);
   CUDA_CHECK_LAUNCH();
 }
 

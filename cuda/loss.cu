@@ -128,7 +128,7 @@ void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, con
   check_rows(logits, labels, "softmax_cross_entropy_forward");
   expect_shape(probs, logits.shape(), "probs");
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  rows_then_sum(*this, loss, n, c, 1.0 / static_cast<double>(n), [&](float* rows, unsigned long long* flag) {
+  rows_then_sum(*this, loss, n, c, n > 0 ? 1.0 / static_cast<double>(n) : 0.0, [&](float* rows, unsigned long long* flag) {
     softmax_ce_rows<<<grid_for(n), kThreads, 0, stream_>>>(probs.data(), rows, logits.data(),
                                                            labels.data_i32(), n, c, flag);
   });
@@ -148,7 +148,8 @@ void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& 
 void CudaBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) {
   check_rows(pred, labels, "mse_forward");
   const int64_t n = pred.dim(0), c = pred.dim(1);
-  rows_then_sum(*this, loss, n, c, 1.0 / static_cast<double>(n * c), [&](float* rows, unsigned long long* flag) {
+  rows_then_sum(*this, loss, n, c, n * c > 0 ? 1.0 / static_cast<double>(n * c) : 0.0,
+                [&](float* rows, unsigned long long* flag) {
     mse_rows<<<grid_for(n), kThreads, 0, stream_>>>(rows, pred.data(), labels.data_i32(), n, c, flag);
   });
 }

@@ -5,6 +5,7 @@
 // promise, and because a gather (each dx element sums the windows that cover it) is deterministic
 // without atomics, for overlapping windows too.
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/pool_windows.h"
 
 namespace tandem {
 namespace {
@@ -13,7 +14,7 @@ struct PoolGeom {
   int N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw;
 };
 
-// dx (N,C,H,W) from dy (N,C,P,Q) and x; the window (p,q) covers rows p*sh-ph .. +kh-1.
+// dx (N,C,H,W) from dy (N,C,P,Q) and x: each dx element gathers from the windows that cover it.
 __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
                                          const float* __restrict__ x, PoolGeom g) {
   int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
@@ -24,21 +25,17 @@ __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __
     int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
     const float* xp = x + nc * g.H * g.W;
     const float* dyp = dy + nc * g.P * g.Q;
-    // Windows whose rows include h: p*sh - ph <= h <= p*sh - ph + kh - 1.
-    int p0 = h + g.ph - g.kh + 1 <= 0 ? 0 : (h + g.ph - g.kh + 1 + g.sh - 1) / g.sh;
-    int p1 = min((h + g.ph) / g.sh, g.P - 1);
-    int q0 = w + g.pw - g.kw + 1 <= 0 ? 0 : (w + g.pw - g.kw + 1 + g.sw - 1) / g.sw;
-    int q1 = min((w + g.pw) / g.sw, g.Q - 1);
+    const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
+    const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
     float sum = 0.f;
-    for (int p = p0; p <= p1; ++p) {
-      for (int q = q0; q <= q1; ++q) {
-        int hs = p * g.sh - g.ph, ws = q * g.sw - g.pw;
-        int he = min(hs + g.kh, g.H), we = min(ws + g.kw, g.W);
-        hs = max(hs, 0), ws = max(ws, 0);
-        int best = hs * g.W + ws;
+    for (int p = rows.first; p <= rows.last; ++p) {
+      const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
+      for (int q = cols.first; q <= cols.last; ++q) {
+        const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
+        int best = r_span.begin * g.W + s_span.begin;
         float bv = xp[best];
-        for (int r = hs; r < he; ++r)
-          for (int s = ws; s < we; ++s)
+        for (int r = r_span.begin; r < r_span.end; ++r)
+          for (int s = s_span.begin; s < s_span.end; ++s)
             if (xp[r * g.W + s] > bv) bv = xp[r * g.W + s], best = r * g.W + s;
         if (best == h * g.W + w) sum += dyp[p * g.Q + q];
       }
@@ -57,15 +54,14 @@ __global__ void avg_pool_backward_kernel(float* __restrict__ dx, const float* __
     int h = static_cast<int>((i / g.W) % g.H);
     int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
     const float* dyp = dy + nc * g.P * g.Q;
-    int p0 = h + g.ph - g.kh + 1 <= 0 ? 0 : (h + g.ph - g.kh + 1 + g.sh - 1) / g.sh;
-    int p1 = min((h + g.ph) / g.sh, g.P - 1);
-    int q0 = w + g.pw - g.kw + 1 <= 0 ? 0 : (w + g.pw - g.kw + 1 + g.sw - 1) / g.sw;
-    int q1 = min((w + g.pw) / g.sw, g.Q - 1);
+    const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
+    const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
     float sum = 0.f;
-    for (int p = p0; p <= p1; ++p) {
-      for (int q = q0; q <= q1; ++q) {
-        int hs = p * g.sh - g.ph, ws = q * g.sw - g.pw;
-        int count = (min(hs + g.kh, g.H) - max(hs, 0)) * (min(ws + g.kw, g.W) - max(ws, 0));
+    for (int p = rows.first; p <= rows.last; ++p) {
+      const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
+      for (int q = cols.first; q <= cols.last; ++q) {
+        const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
+        const int count = (r_span.end - r_span.begin) * (s_span.end - s_span.begin);
         sum += dyp[p * g.Q + q] / static_cast<float>(count);
       }
     }

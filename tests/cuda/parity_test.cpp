@@ -115,8 +115,11 @@ TEST_F(Parity, GemmEveryTransposeWithOddShapesAlphaAndBeta) {
   }
 }
 
+// The larger shapes split each channel's sum over several blocks (a slice boundary inside an
+// image, a plane size that does not divide the block, a dense layer's inner size of 1).
 TEST_F(Parity, BiasAddAndBiasBackwardOnFourAndTwoDimensions) {
-  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}}) {
+  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}, Shape{64, 3, 32, 32}, Shape{40, 2, 37, 41},
+                         Shape{9000, 3}}) {
     Pair y = make(s, 11), b = make(Shape{s[1]}, 12);
     cpu_->bias_add(y.c, b.c);
     gpu_->bias_add(y.g, b.g);
@@ -331,6 +334,69 @@ TEST_F(Parity, FillCopyAndCountNonfinite) {
   cpu_->fill(u.c, 2.5f);
   gpu_->fill(u.g, 2.5f);
   EXPECT_EQ(get(*gpu_, u.g), get(*cpu_, u.c));
+}
+
+// 1 + 2^-12 is a float but not a TF32 value (10 mantissa bits): TF32 tensor cores round it to 1.
+// Every product and partial sum below is exact in fp32, so an fp32 result is 1 + 2^-12 up to an
+// FFT's rounding (~1e-6), and one computed from TF32-rounded inputs is 1: off by 2^-12. cuDNN's
+// DEFAULT_MATH permits TF32 on Ampere and later, so this fails unless FP32 really is FMA math.
+TEST_F(Parity, Fp32ConvolutionAndGemmDoNotRoundInputsToTf32) {
+  const float kNotTf32 = 1.f + 1.f / 4096.f;
+  const double kTf32Error = 1.0 / 16384.0;  // a quarter of TF32's error here
+  auto expect_exact = [&](const Pair& t, const char* what) {
+    for (float v : get(*gpu_, t.g)) {
+      ASSERT_NEAR(v, kNotTf32, kTf32Error) << what;
+    }
+  };
+  const Shape xs{32, 64, 8, 8}, ws{64, 64, 1, 1};
+  const Conv2dParams p;
+  Pair x = make(xs, Floats(xs.numel(), kNotTf32)), w = make(ws, Floats(ws.numel(), 1.f / 64.f));
+  Pair y = make(xs, 1);
+  gpu_->conv2d_forward(y.g, x.g, w.g, nullptr, p);
+  expect_exact(y, "conv2d forward");
+  Pair dx = make(xs, 2);
+  gpu_->conv2d_backward_data(dx.g, x.g, w.g, p);  // dy = x: 64 terms of (1 + 2^-12) / 64
+  expect_exact(dx, "conv2d backward data");
+  // dw sums N*P*Q = 2048 terms of (1 + 2^-12) * 2^-11.
+  Pair x2 = make(xs, Floats(xs.numel(), 1.f / 2048.f)), dw = make(ws, 3);
+  gpu_->conv2d_backward_filter(dw.g, x.g, x2.g, p);
+  expect_exact(dw, "conv2d backward filter");
+  Pair a = make(Shape{96, 64}, Floats(96 * 64, kNotTf32));
+  Pair b = make(Shape{64, 80}, Floats(64 * 80, 1.f / 64.f)), c = make(Shape{96, 80}, 4);
+  gpu_->gemm(c.g, a.g, b.g, false, false, 1.f, 0.f);
+  expect_exact(c, "gemm");
+}
+
+// precision: tf32 runs every convolution pass and gemm with tensor-core math: results within
+// TF32's rounding (inputs rounded to 10 mantissa bits, ~1e-3 of the output's scale).
+class Tf32Gpu : public Parity {
+ protected:
+  BackendOptions gpu_options() const override {
+    BackendOptions o;
+    o.tf32 = true;
+    return o;
+  }
+};
+
+TEST_F(Tf32Gpu, ConvolutionAndGemmAgreeWithTheCpuWithinTf32Rounding) {
+  constexpr double kTf32Tol = 1e-2;
+  const Conv2dParams p{1, 1, 1, 1, 1, 1};
+  const Shape xs{16, 32, 16, 16}, ws{32, 32, 3, 3};
+  Pair x = make(xs, 111), w = make(ws, 112), dy = make(xs, 113);
+  Pair y = make(xs, 114), dx = make(xs, 115), dw = make(ws, 116);
+  cpu_->conv2d_forward(y.c, x.c, w.c, nullptr, p);
+  gpu_->conv2d_forward(y.g, x.g, w.g, nullptr, p);
+  EXPECT_LT(error(y), kTf32Tol);
+  cpu_->conv2d_backward_data(dx.c, dy.c, w.c, p);
+  gpu_->conv2d_backward_data(dx.g, dy.g, w.g, p);
+  EXPECT_LT(error(dx), kTf32Tol);
+  cpu_->conv2d_backward_filter(dw.c, dy.c, x.c, p);
+  gpu_->conv2d_backward_filter(dw.g, dy.g, x.g, p);
+  EXPECT_LT(error(dw), kTf32Tol);
+  Pair a = make(Shape{128, 256}, 117), b = make(Shape{256, 96}, 118), c = make(Shape{128, 96}, 119);
+  cpu_->gemm(c.c, a.c, b.c, false, false, 1.f, 0.f);
+  gpu_->gemm(c.g, a.g, b.g, false, false, 1.f, 0.f);
+  EXPECT_LT(error(c), kTf32Tol);
 }
 
 // deterministic: true picks deterministic cuDNN algorithms: two runs give identical bits.

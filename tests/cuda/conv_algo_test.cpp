@@ -1,0 +1,60 @@
+// The choice among cuDNN's ranked convolution algorithms (cuda/conv_algo.h): pure host logic, run
+// on every machine.
+#include "cuda/conv_algo.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace tandem {
+namespace {
+
+constexpr size_t kMiB = 1u << 20;
+
+ConvCandidate fma(size_t ws, bool det = true) { return {true, det, ConvMath::kFma, ws}; }
+
+TEST(ConvAlgoChoice, TakesTheBestRankedCandidateThatQualifies) {
+  EXPECT_EQ(choose_conv_candidate({fma(0), fma(0)}, false, false, kMiB), 0);
+}
+
+TEST(ConvAlgoChoice, SkipsFailedResultsAndFailedWorkspaceQueries) {
+  std::vector<ConvCandidate> ranked = {fma(0), fma(0), fma(0)};
+  ranked[0].ok = false;  // e.g. CUDNN_STATUS_NOT_SUPPORTED for this shape
+  ranked[1].ok = false;
+  EXPECT_EQ(choose_conv_candidate(ranked, false, false, kMiB), 2);
+}
+
+TEST(ConvAlgoChoice, SkipsWorkspacesAboveTheLimitButTakesOneExactlyAtIt) {
+  EXPECT_EQ(choose_conv_candidate({fma(2 * kMiB), fma(kMiB), fma(0)}, false, false, kMiB), 1);
+}
+
+TEST(ConvAlgoChoice, DeterministicModeTakesOnlyDeterministicResults) {
+  std::vector<ConvCandidate> ranked = {fma(0, false), fma(0, true)};
+  EXPECT_EQ(choose_conv_candidate(ranked, true, false, kMiB), 1);
+  EXPECT_EQ(choose_conv_candidate(ranked, false, false, kMiB), 0);
+}
+
+TEST(ConvAlgoChoice, Fp32ModeSkipsTensorOpResultsAndTf32TakesThem) {
+  std::vector<ConvCandidate> ranked = {{true, true, ConvMath::kTensorOp, 0},
+                                       {true, true, ConvMath::kTensorOpAllowConversion, 0},
+                                       {true, true, ConvMath::kDefault, 0}};
+  EXPECT_EQ(choose_conv_candidate(ranked, false, false, kMiB), 2);
+  EXPECT_EQ(choose_conv_candidate(ranked, false, true, kMiB), 0);
+}
+
+TEST(ConvAlgoChoice, NoneWhenNothingQualifies) {
+  EXPECT_EQ(choose_conv_candidate({}, false, false, kMiB), -1);
+  EXPECT_EQ(choose_conv_candidate({fma(2 * kMiB), fma(0, false)}, true, false, kMiB), -1);
+}
+
+// DEFAULT_MATH lets cuDNN use TF32 tensor cores for fp32 on Ampere and later: without TF32 every
+// candidate runs with FMA_MATH, whatever cuDNN reported.
+TEST(ConvAlgoChoice, Fp32RunsEveryCandidateWithFmaMathTf32WithItsOwn) {
+  for (ConvMath m : {ConvMath::kDefault, ConvMath::kTensorOp, ConvMath::kFma}) {
+    EXPECT_EQ(conv_run_math(m, false), ConvMath::kFma);
+    EXPECT_EQ(conv_run_math(m, true), m);
+  }
+}
+
+}  // namespace
+}  // namespace tandem
