@@ -41,8 +41,13 @@ DevicePool::DevicePool(int device, int64_t batch_size)
             if (err == cudaErrorMemoryAllocation) return nullptr;  // the cache frees, then retries
             throw_cuda_error(err, "cudaMalloc(&p, bytes)", __FILE__, __LINE__, bytes);
           },
-          // cudaFree waits for the whole device: no queued op still uses the block.
-          [](void* p, size_t) { cudaFree(p); }) {}
+          // A cached block may still be used by queued ops (reuse is stream-ordered), and
+          // cudaFree only "may" synchronise: wait for the device first (it is rare: out of
+          // memory, and the end).
+          [](void* p, size_t) {
+            cudaDeviceSynchronize();
+            cudaFree(p);
+          }) {}
 
 std::shared_ptr<void> DevicePool::allocate(size_t bytes) {
   size_t size = 0;
