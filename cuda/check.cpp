@@ -84,7 +84,10 @@ std::string oom_explanation(const CudaContext& ctx) {
   return s;
 }
 
-std::string oom_hint() {
+std::string oom_hint(const CudaContext& ctx) {
+  if (ctx.batch_size > 1)
+    return "try --batch-size " + std::to_string(ctx.batch_size / 2) + " (half of " +
+           std::to_string(ctx.batch_size) + "), or close other programs using the GPU";
   return "try a smaller --batch-size, e.g. half the current one (or close other programs using "
          "the GPU)";
 }
@@ -201,7 +204,7 @@ Explanation explain_cuda_error(cudaError_t code, const std::string& call, const 
               "rebuild with -DCMAKE_CUDA_ARCHITECTURES matching the GPU, or use --device cpu"};
     }
     case cudaErrorMemoryAllocation:
-      return {oom_explanation(ctx) + what, oom_hint()};
+      return {oom_explanation(ctx) + what, oom_hint(ctx)};
     case cudaErrorDevicesUnavailable:
       return {"the GPU is busy or in exclusive-process mode, used by another program" + what,
               "wait for the other program, pick another GPU, or use --device cpu"};
@@ -248,7 +251,7 @@ Explanation explain_cudnn_error(cudnnStatus_t code, const std::string& call,
                   "." + std::to_string(ctx.cc_minor) + ")" + what,
               "install a cuDNN that supports this GPU, or use --device cpu"};
     case CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED:
-      return {oom_explanation(ctx) + what, oom_hint()};
+      return {oom_explanation(ctx) + what, oom_hint(ctx)};
     default:
       break;
   }
@@ -270,7 +273,7 @@ Explanation explain_cublas_error(cublasStatus_t code, const std::string& call,
               "check that libcublas matches the CUDA runtime " +
                   format_cuda_version(ctx.runtime_version) + "; or use --device cpu"};
     case CUBLAS_STATUS_ALLOC_FAILED:
-      return {oom_explanation(ctx) + what, oom_hint()};
+      return {oom_explanation(ctx) + what, oom_hint(ctx)};
     case CUBLAS_STATUS_ARCH_MISMATCH:
       return {"cuBLAS does not support " + ctx.device_name + " (compute capability " +
                   std::to_string(ctx.cc_major) + "." + std::to_string(ctx.cc_minor) + ")" + what,
@@ -300,8 +303,9 @@ std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled
 }
 
 void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line,
-                      size_t requested_bytes) {
+                      size_t requested_bytes, int64_t batch_size) {
   CudaContext ctx = query_cuda_context(requested_bytes);
+  ctx.batch_size = batch_size;
   std::string name = call_name(call);
   Explanation ex = explain_cuda_error(code, name, ctx);
   if (ex.cause.rfind("CUDA call failed", 0) == 0) ex.cause = "CUDA call " + std::string(call) + " failed" + ex.cause.substr(16);

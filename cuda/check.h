@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,7 @@ struct CudaContext {
   int cc_major = 0, cc_minor = 0;
   size_t free_bytes = 0, total_bytes = 0;  // cudaMemGetInfo, 0 when unknown
   size_t requested_bytes = 0;              // the allocation that failed, 0 when none
+  int64_t batch_size = 0;                  // the run's, for the out-of-memory hint; 0 when unknown
   std::string archs = compiled_archs();    // the build's CMAKE_CUDA_ARCHITECTURES, "75-real,90-virtual"
 
   static std::string compiled_archs();
@@ -60,7 +62,7 @@ std::string format_cudnn_version(size_t v);
 
 // The throwing halves of the macros; `call` is the full call text.
 [[noreturn]] void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line,
-                                   size_t requested_bytes = 0);
+                                   size_t requested_bytes = 0, int64_t batch_size = 0);
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t code, const char* call, const char* file,
                                     int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t code, const char* call, const char* file,

@@ -27,86 +27,38 @@ class PoolHandle {  // the deleter of a pool block: returns it to the free list 
 };
 }  // namespace
 
-DevicePool::~DevicePool() {
-  for (auto& [size, p] : free_) cudaFree(p);
-}
-
-size_t DevicePool::round_size(size_t bytes) {
-  bytes = std::max<size_t>(bytes, 1);
-  constexpr size_t kSmall = 512, kLarge = 2u << 20;
-  if (bytes < (1u << 20)) return (bytes + kSmall - 1) / kSmall * kSmall;
-  return (bytes + kLarge - 1) / kLarge * kLarge;
-}
+DevicePool::DevicePool(int device, int64_t batch_size)
+    : batch_size_(batch_size),
+      cache_(
+          [device](size_t bytes) -> void* {
+            int current = -1;
+            if (cudaGetDevice(&current) != cudaSuccess || current != device)
+              CUDA_CHECK(cudaSetDevice(device));
+            void* p = nullptr;
+            cudaError_t err = cudaMalloc(&p, bytes);
+            if (err == cudaSuccess) return p;
+            cudaGetLastError();  // not sticky: clear it, so the next launch check sees none
+            if (err == cudaErrorMemoryAllocation) return nullptr;  // the cache frees, then retries
+            throw_cuda_error(err, "cudaMalloc(&p, bytes)", __FILE__, __LINE__, bytes);
+          },
+          // A cached block may still be used by queued ops (reuse is stream-ordered), and
+          // cudaFree only "may" synchronise: wait for the device first (it is rare: out of
+          // memory, and the end).
+          [](void* p, size_t) {
+            cudaDeviceSynchronize();
+            cudaFree(p);
+          }) {}
 
 std::shared_ptr<void> DevicePool::allocate(size_t bytes) {
-  size_t size = round_size(bytes);
-  void* p = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // The same bucket, or a free block at most 25% larger (large blocks only).
-    auto it = free_.lower_bound(size);
-    if (it != free_.end() && (it->first == size || (size >= (1u << 20) && it->first <= size + size / 4))) {
-      p = it->second;
-      size = it->first;
-      free_.erase(it);
-    }
-  }
-  if (!p) {
-    int current = -1;
-    if (cudaGetDevice(&current) != cudaSuccess || current != device_) CUDA_CHECK(cudaSetDevice(device_));
-    cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it, give the cached blocks back to the driver, retry once
-      release_cached();
-      err = cudaMalloc(&p, size);
-    }
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      throw_cuda_error(err, "cudaMalloc(&p, size)", __FILE__, __LINE__, size);
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    reserved_ += size;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_use_ += size;
-    peak_ = std::max(peak_, in_use_);
-  }
+  size_t size = 0;
+  void* p = cache_.take(bytes, &size);
+  if (!p)
+    throw_cuda_error(cudaErrorMemoryAllocation, "cudaMalloc(&p, bytes)", __FILE__, __LINE__, size,
+                     batch_size_);
   return std::shared_ptr<void>(p, PoolHandle(shared_from_this(), size));
 }
 
 void PoolHandle::operator()(void* p) const { pool_->give_back(p, size_); }
-
-void DevicePool::give_back(void* p, size_t size) {
-  std::lock_guard<std::mutex> lock(mu_);
-  in_use_ -= size;
-  free_.emplace(size, p);
-}
-
-size_t DevicePool::in_use() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return in_use_;
-}
-size_t DevicePool::peak() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return peak_;
-}
-size_t DevicePool::reserved() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return reserved_;
-}
-void DevicePool::reset_peak() {
-  std::lock_guard<std::mutex> lock(mu_);
-  peak_ = in_use_;
-}
-void DevicePool::release_cached() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [size, p] : free_) {
-    cudaFree(p);  // synchronises the device: no queued kernel still uses the block
-    reserved_ -= size;
-  }
-  free_.clear();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Descriptor caches
@@ -250,7 +202,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     CUDA_CHECK_ALLOC(cudaMalloc(&device_flag_, 4 * sizeof(unsigned long long)), 32);
     CUDA_CHECK(cudaHostAlloc(&host_flag_, 4 * sizeof(unsigned long long), cudaHostAllocDefault));
-    pool_ = std::make_shared<DevicePool>(device_);
+    pool_ = std::make_shared<DevicePool>(device_, options.batch_size);
   } catch (...) {
     release();
     throw;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/block_cache.h"
 #include "cuda/check.h"
 #include "engine/backend.h"
 #include "engine/backend_registry.h"
@@ -21,28 +22,26 @@
 
 namespace tandem {
 
-// Caching allocator of device memory: size-bucketed free lists, so a training step never calls
-// cudaMalloc/cudaFree once the first step has run. Shared with every block's deleter, so a tensor
-// that outlives its backend still frees cleanly. All users are ordered on one stream, so a freed
-// block may be handed out again at once (the next user's work runs after the last one's).
+// Caching allocator of device memory (its bookkeeping in BlockCache), so a training step never
+// calls cudaMalloc/cudaFree once the first step has run. Shared with every block's deleter, so a
+// tensor that outlives its backend still frees cleanly. A freed block may be handed out again at
+// once: the ops are ordered on the compute stream, so the next user's work runs after the last
+// one's; upload_ahead's copies on the copy stream write only buffers no queued op still uses
+// (Backend::upload_ahead's contract), and the ops queued after them wait for them.
 class DevicePool : public std::enable_shared_from_this<DevicePool> {
  public:
-  explicit DevicePool(int device) : device_(device) {}
-  ~DevicePool();
+  // batch_size: the run's, named in the out-of-memory hint (0: unknown).
+  DevicePool(int device, int64_t batch_size);
   std::shared_ptr<void> allocate(size_t bytes);
-  size_t in_use() const;
-  size_t peak() const;
-  size_t reserved() const;
-  void reset_peak();
-  void release_cached();  // cudaFree every free block (after an allocation failure)
-  void give_back(void* p, size_t size);  // called by a block's deleter
+  size_t in_use() const { return cache_.in_use(); }
+  size_t peak() const { return cache_.peak(); }
+  size_t reserved() const { return cache_.reserved(); }
+  void reset_peak() { cache_.reset_peak(); }
+  void give_back(void* p, size_t size) { cache_.give_back(p, size); }  // by a block's deleter
 
  private:
-  static size_t round_size(size_t bytes);
-  int device_;
-  mutable std::mutex mu_;
-  std::multimap<size_t, void*> free_;  // size -> block
-  size_t in_use_ = 0, peak_ = 0, reserved_ = 0;
+  int64_t batch_size_;
+  BlockCache cache_;
 };
 
 // Descriptors and algorithms of one convolution shape and parameter set (chosen once).

@@ -1,6 +1,7 @@
 // The backend registry: backends are picked once, at run time, by name ("cpu", "gpu").
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@ struct BackendOptions {
   bool deterministic = false;
   bool tf32 = false;
   size_t workspace_bytes = 256u << 20;  // GPU convolution workspace limit
+  int64_t batch_size = 0;  // the run's, named in the GPU's out-of-memory hint (0: unknown)
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -362,8 +362,9 @@ int run_train(const RunRequest& r) {
     DeviceRun run{devices[k], "", {}};
     if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
     try {
-      std::unique_ptr<Backend> backend =
-          create_backend(run.device.backend, backend_options(config, run.device));
+      BackendOptions device_options = backend_options(config, run.device);
+      device_options.batch_size = config.train.batch_size;  // bench's rows differ: it names none
+      std::unique_ptr<Backend> backend = create_backend(run.device.backend, device_options);
       if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
       std::fflush(stdout);
       Config c = config;

@@ -37,6 +37,14 @@ TEST(ExplainCuda, OutOfMemoryNamesTheSizeAndSuggestsASmallerBatch) {
   EXPECT_TRUE(has(e.hint, "--batch-size")) << e.hint;
 }
 
+TEST(ExplainCuda, OutOfMemoryInATrainingRunNamesHalfItsBatchSize) {
+  CudaContext ctx;
+  ctx.requested_bytes = size_t{3} << 30;
+  ctx.batch_size = 256;
+  Explanation e = explain_cuda_error(cudaErrorMemoryAllocation, "cudaMalloc", ctx);
+  EXPECT_TRUE(has(e.hint, "--batch-size 128")) << e.hint;
+}
+
 TEST(ExplainCuda, DeviceBelowTheBuildsArchitecturesIsNamed) {
   auto e = explain_arch_support("Tesla K80", 3, 7, "75-real,80-real,90-real,90-virtual");
   ASSERT_TRUE(e.has_value());

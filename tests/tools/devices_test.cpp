@@ -1,0 +1,32 @@
+// `trainer devices`: what each GPU is and can do, or why there is none; exit status 0 either way.
+#include <gtest/gtest.h>
+
+#include "tests/tools/cli_util.h"
+
+namespace tandem {
+namespace {
+
+using test::run_trainer;
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Devices, ExitsZeroAndNamesEveryGpuOrWhyThereIsNone) {
+  auto r = run_trainer("devices");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "CPU")) << r.out;
+  EXPECT_TRUE(has(r.out, "GPU")) << r.out;
+  if (!has(r.out, "gpu:0")) {
+    EXPECT_TRUE(has(r.out, "none usable: ")) << r.out;
+    EXPECT_TRUE(has(r.out, "--device cpu") || has(r.out, "-DTANDEM_CUDA=ON")) << r.out;
+    GTEST_SKIP() << "no GPU here, so its self-tests cannot be checked: " << r.out;
+  }
+  // A GPU this build runs on: its self-tests ran and the sgemm agrees with the host.
+  EXPECT_TRUE(has(r.out, "usable         yes")) << r.out;
+  EXPECT_TRUE(has(r.out, "GB/s pinned")) << r.out;
+  EXPECT_TRUE(has(r.out, "check against the host: ok")) << r.out;
+  EXPECT_FALSE(has(r.out, "test failed")) << r.out;
+  EXPECT_FALSE(has(r.out, " 0 MHz")) << r.out;  // a clock attribute that did not answer
+}
+
+}  // namespace
+}  // namespace tandem
