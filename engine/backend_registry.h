@@ -34,5 +34,8 @@ std::vector<std::string> backend_names();
 void register_builtin_backends();
 // Whether this build contains the GPU backend (same file).
 bool build_has_cuda();
+// Whether the GPU backend can run here (built in, a driver, a device of a built architecture, a
+// compatible cuDNN); if not, `reason` gets the cause and the fix in one line.
+bool gpu_usable(std::string* reason);
 
 }  // namespace tandem

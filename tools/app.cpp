@@ -40,6 +40,14 @@ void register_everything() {
 }
 
 DeviceSpec parse_device(const std::string& text) {
+  if (text == "auto") {
+    // The GPU when it can run, else the CPU, and the one line that says which and why.
+    std::string why;
+    const bool gpu = gpu_usable(&why);
+    if (gpu) spdlog::info("--device auto: the GPU is usable, training on gpu");
+    else spdlog::warn("--device auto: training on the CPU, because {}", why);
+    return parse_device(gpu ? "gpu" : "cpu");
+  }
   DeviceSpec d;
   d.label = text;
   auto colon = text.find(':');
@@ -48,7 +56,7 @@ DeviceSpec parse_device(const std::string& text) {
     const std::string n = text.substr(colon + 1);
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos)
       throw UsageError("bad device '" + text + "'",
-                       "write cpu, cpu:THREADS, gpu or gpu:INDEX (e.g. --device cpu:2)");
+                       "write auto, cpu, cpu:THREADS, gpu or gpu:INDEX (e.g. --device cpu:2)");
     d.index = std::stoi(n);
     if (d.backend == "cpu" && d.index < 1)
       throw UsageError("bad device '" + text + "': a CPU needs at least 1 thread", "e.g. cpu:2");

@@ -30,6 +30,17 @@ bool build_has_cuda() {
 #endif
 }
 
+bool gpu_usable(std::string* reason) {
+#ifdef TANDEM_WITH_CUDA
+  return cuda_usable(reason);
+#else
+  if (reason)
+    *reason = "this build has no GPU backend (built without CUDA); rebuild with the CUDA toolkit "
+              "and cuDNN installed (cmake -DTANDEM_CUDA=ON)";
+  return false;
+#endif
+}
+
 }  // namespace tandem
 
 #include <ostream>

@@ -25,7 +25,8 @@ usage:
                                                        write the data set as PNG image folders
   trainer --help | --version
 
-devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them
+devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
+  when it can run here, else the CPU (one line says why)
   (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
   side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
 

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/backend_registry.h"
 #include "tests/tools/cli_util.h"
 
 namespace {
@@ -61,6 +62,33 @@ TEST(TrainerCli, UnknownDeviceListsTheKnownOnes) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.out.find("unknown device 'tpu'"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu"), std::string::npos);
+}
+
+TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
+  const std::string config = write_temp(
+      "auto.yaml", tandem::test::small_model_yaml("auto") + "train: {epochs: 1, batch_size: 32}\n");
+  const std::string metrics = ::testing::TempDir() + "auto.jsonl";
+  Result r = trainer("--config " + config + " --device auto --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string why;
+  const bool gpu = tandem::gpu_usable(&why);
+  std::ifstream in(metrics);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << r.out;
+  if (gpu) {
+    EXPECT_NE(r.out.find("--device auto: the GPU is usable, training on gpu"), std::string::npos)
+        << r.out;
+    EXPECT_NE(line.find("\"device\": \"gpu\""), std::string::npos) << line;
+    return;
+  }
+  // Here: one line with the cause this build or machine gives, and the run goes on on the CPU.
+  EXPECT_NE(r.out.find("--device auto: training on the CPU, because " + why), std::string::npos)
+      << r.out;
+  EXPECT_NE(why.find(tandem::build_has_cuda() ? "no NVIDIA driver/GPU found"
+                                              : "this build has no GPU backend"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(line.find("\"device\": \"cpu\""), std::string::npos) << line;
 }
 
 TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
