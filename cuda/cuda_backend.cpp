@@ -369,6 +369,7 @@ void CudaBackend::download(void* host, const Tensor& src) {
     std::memcpy(h + off, staging_, len);
     off += len;
   }
+  check_labels();
 }
 
 void CudaBackend::copy(Tensor& dst, const Tensor& src) {
@@ -377,7 +378,10 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
-void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaBackend::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_labels();
+}
 
 // ---------------------------------------------------------------------------------------------
 

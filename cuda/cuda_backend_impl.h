@@ -152,14 +152,21 @@ class CudaBackend : public Backend {
   PoolEntry& pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p);
   // A device scratch buffer of `bytes` from the pool (freed when the handle goes).
   std::shared_ptr<void> scratch(size_t bytes) { return pool_->allocate(bytes); }
-  // Small device words for kernels to report errors (label out of range), and their pinned
-  // host mirror; reset with cudaMemsetAsync before use.
+  // A small device word for a kernel's count (count_nonfinite), and its pinned host mirror;
+  // reset with cudaMemsetAsync before use.
   unsigned long long* device_flag() const { return device_flag_; }
   unsigned long long* host_flag() const { return host_flag_; }
+  // Labels outside [0, C), found by the loss and accuracy kernels. They atomicMin (sample << 32 |
+  // label) into label_flag(); label_flag_queued() copies it back behind them. The check waits for
+  // nothing of its own: the next wait for the stream (synchronize, download, count_nonfinite)
+  // ends with check_labels(), which throws the DataError. So a step has one wait, its loss read.
+  unsigned long long* label_flag();  // reset to ~0 by the first use after a check
+  void label_flag_queued(int64_t classes);
 
  private:
   void* staging(size_t bytes);  // pinned host buffer, grown to `bytes`
   void release();               // frees every handle and buffer; safe on a half-built backend
+  void check_labels();          // after a wait for stream_: throws for a bad label it found
 
   BackendOptions options_;
   int device_ = 0;
@@ -176,7 +183,8 @@ class CudaBackend : public Backend {
   size_t staging_bytes_ = 0;
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of the staging buffer
   unsigned long long* device_flag_ = nullptr;
-  unsigned long long* host_flag_ = nullptr;  // pinned
+  unsigned long long* host_flag_ = nullptr;  // pinned; [0] counts, [1] is the label word
+  int64_t label_classes_ = 0;  // > 0: a label check is queued, for a model of this many classes
   std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;
   std::vector<const ConvEntry*> conv_order_;  // insertion order, for placement_log()
   std::map<PoolKey, std::unique_ptr<PoolEntry>> pool_cache_;

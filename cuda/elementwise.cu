@@ -225,6 +225,7 @@ int64_t CudaBackend::count_nonfinite(const std::vector<const Tensor*>& ts) {
   CUDA_CHECK(cudaMemcpyAsync(host_flag_, device_flag_, sizeof(unsigned long long),
                              cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  check_labels();
   return static_cast<int64_t>(*host_flag_);
 }
 

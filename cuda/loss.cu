@@ -1,8 +1,8 @@
 // Losses and metrics on the GPU: softmax cross-entropy, mean squared error, accuracy.
 //
 // One thread per row (classifier rows are short), then one block sums the per-row values in a
-// fixed order, so the loss is deterministic. A label outside [0, C) is recorded in the device
-// flag and reported as the same DataError the CPU backend raises.
+// fixed order, so the loss is deterministic. A label outside [0, C) is recorded in a device word
+// and reported as the same DataError the CPU backend raises, at the next wait for the stream.
 #include "cuda/cuda_backend_impl.h"
 
 namespace tandem {
@@ -97,30 +97,43 @@ void check_rows(const Tensor& scores, const Tensor& labels, const char* what) {
 }
 }  // namespace
 
-// Runs `rows_kernel` over the batch, then sums its per-row values into out (1) times scale and
-// reports a bad label as a DataError.
+// Runs `rows_kernel` over the batch, then sums its per-row values into out (1) times scale; a bad
+// label is reported at the next wait for the stream (check_labels).
 template <typename Launch>
 static void rows_then_sum(CudaBackend& be, Tensor& out, int64_t n, int64_t c, double scale,
                           Launch launch) {
   auto rows = be.scratch(static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float));
-  unsigned long long* flag = be.device_flag();
-  CUDA_CHECK(cudaMemsetAsync(flag, 0xFF, sizeof(unsigned long long), be.stream()));
-  launch(static_cast<float*>(rows.get()), flag);
+  launch(static_cast<float*>(rows.get()), be.label_flag());
   CUDA_CHECK_LAUNCH();
+  be.label_flag_queued(c);
   sum_rows<<<1, kThreads, 0, be.stream()>>>(out.data(), static_cast<float*>(rows.get()), n, scale);
   CUDA_CHECK_LAUNCH();
-  unsigned long long* host = be.host_flag();
-  CUDA_CHECK(cudaMemcpyAsync(host, flag, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                             be.stream()));
-  CUDA_CHECK(cudaStreamSynchronize(be.stream()));
-  if (host[0] != ~0ull) {
-    const int64_t row = static_cast<int64_t>(host[0] >> 32);
-    const int32_t label = static_cast<int32_t>(static_cast<uint32_t>(host[0] & 0xFFFFFFFFull));
-    throw DataError("label " + std::to_string(label) + " of sample " + std::to_string(row) +
-                        " is outside [0, " + std::to_string(c) + ")",
-                    "check that the data set's labels match the model's " + std::to_string(c) +
-                        " output classes");
-  }
+}
+
+unsigned long long* CudaBackend::label_flag() {
+  if (!label_classes_)
+    CUDA_CHECK(cudaMemsetAsync(device_flag_ + 1, 0xFF, sizeof(unsigned long long), stream_));
+  return device_flag_ + 1;
+}
+
+void CudaBackend::label_flag_queued(int64_t classes) {
+  CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 1, device_flag_ + 1, sizeof(unsigned long long),
+                             cudaMemcpyDeviceToHost, stream_));
+  if (!label_classes_) label_classes_ = classes;
+}
+
+void CudaBackend::check_labels() {
+  if (!label_classes_) return;
+  const int64_t c = label_classes_;
+  label_classes_ = 0;
+  const unsigned long long word = host_flag_[1];
+  if (word == ~0ull) return;
+  const int64_t row = static_cast<int64_t>(word >> 32);
+  const int32_t label = static_cast<int32_t>(static_cast<uint32_t>(word & 0xFFFFFFFFull));
+  throw DataError("label " + std::to_string(label) + " of sample " + std::to_string(row) +
+                      " is outside [0, " + std::to_string(c) + ")",
+                  "check that the data set's labels match the model's " + std::to_string(c) +
+                      " output classes");
 }
 
 void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,

@@ -131,7 +131,9 @@ class Backend {
 
   // --- losses and metrics ---
   // logits (N,C), labels int32 (N) -> probs (N,C) softmax, loss (1) mean cross-entropy over N.
-  // Throws DataError naming the sample when a label is outside [0, C).
+  // A label outside [0, C) throws DataError naming the sample: here, or on a device that queues
+  // ops, at the next synchronize() or download() (so that checking adds no wait for the device).
+  // The same holds for mse_forward and accuracy.
   virtual void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
                                              const Tensor& labels) = 0;
   // dlogits (N,C) = (probs - onehot(labels)) / N.

@@ -50,4 +50,16 @@ Tensor Tensor::prefix(int64_t n) const {
   return t;
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t n) const {
+  TANDEM_CHECK(shape_.rank() > 0 && begin >= 0 && n >= 0 && begin + n <= shape_[0],
+               "rows [" + std::to_string(begin) + ", " + std::to_string(begin + n) + ") of " +
+                   shape_.str());
+  const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
+  Tensor t = *this;
+  t.shape_[0] = n;
+  t.ptr_ = static_cast<char*>(ptr_) + static_cast<size_t>(begin * row) * dtype_size(dtype_);
+  t.capacity_ = capacity_ - begin * row;
+  return t;
+}
+
 }  // namespace tandem

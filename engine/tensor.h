@@ -62,6 +62,9 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // The first n entries along the leading axis (a smaller last batch reuses the same buffers).
   Tensor prefix(int64_t n) const;
+  // Entries [begin, begin + n) along the leading axis: e.g. two scalars kept in one buffer, so
+  // that one download reads both.
+  Tensor rows(int64_t begin, int64_t n) const;
   // Capacity in elements of the underlying storage from this view's start.
   int64_t capacity() const { return capacity_; }
 

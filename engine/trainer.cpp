@@ -80,8 +80,9 @@ TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const Optimizer
       seed_(seed),
       labels_(backend, Shape{graph.max_batch()}, DType::kI32),
       dlogits_(backend, Shape{graph.max_batch(), graph.classes()}),
-      loss_value_(backend, Shape{1}),
-      correct_(backend, Shape{1}),
+      metrics_(backend, Shape{2}),
+      loss_value_(metrics_.rows(0, 1)),
+      correct_(metrics_.rows(1, 1)),
       next_input_(backend, graph.input().shape()),
       next_labels_(backend, Shape{graph.max_batch()}, DType::kI32) {
   loss_.allocate(backend, graph.max_batch(), graph.classes());
@@ -133,11 +134,10 @@ void TrainStep::infer(int64_t n) {
 }
 
 void TrainStep::read(double* loss, double* correct) {
-  float l = 0, c = 0;
-  backend_.download(&l, loss_value_);
-  backend_.download(&c, correct_);
-  *loss = l;
-  *correct = c;
+  float values[2] = {0, 0};
+  backend_.download(values, metrics_);  // one wait for the device per step
+  *loss = values[0];
+  *correct = values[1];
 }
 
 EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers) {

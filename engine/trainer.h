@@ -116,7 +116,9 @@ class TrainStep {
   Backend& backend_;
   Optimizer optimizer_;
   uint64_t seed_;
-  Tensor labels_, dlogits_, loss_value_, correct_;
+  Tensor labels_, dlogits_;
+  Tensor metrics_;               // (2): the loss and the correct count, read with one download
+  Tensor loss_value_, correct_;  // its two entries
   Tensor next_input_, next_labels_;  // upload_next's buffers
 };
 

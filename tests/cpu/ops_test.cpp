@@ -245,22 +245,78 @@ TEST_P(LossTest, AccuracyCountsRowsWhoseFirstMaximumIsTheLabel) {
   EXPECT_EQ(download(correct)[0], static_cast<float>(reference::accuracy(x, l, 100, 7)));
 }
 
+// A device backend may report the bad label at its next wait for the device rather than in the
+// op (Backend::softmax_cross_entropy_forward), so each call is followed by one.
 TEST_P(LossTest, LabelOutOfRangeNamesTheSample) {
   Tensor logits = upload({4, 10}, random(40, 1)), loss = output({1}), probs = output({4, 10});
   Tensor lab = upload_labels({0, 9, 3, 10});
   try {
     be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+    be().synchronize();
     FAIL() << "no DataError for label 10";
   } catch (const DataError& e) {
     EXPECT_EQ(e.cause(), "label 10 of sample 3 is outside [0, 10)");
     EXPECT_FALSE(e.hint().empty());
   }
   Tensor negative = upload_labels({0, -1, 3, 2});
-  EXPECT_THROW(be().mse_forward(loss, logits, negative), DataError);
-  EXPECT_THROW(be().accuracy(loss, logits, lab), DataError);
+  EXPECT_THROW(
+      {
+        be().mse_forward(loss, logits, negative);
+        be().synchronize();
+      },
+      DataError);
+  // Reading the result is a wait too: the error comes there at the latest.
+  EXPECT_THROW(
+      {
+        be().accuracy(loss, logits, lab);
+        float correct = 0;
+        be().download(&correct, loss);
+      },
+      DataError);
+}
+
+// Two bad calls before one wait give the first bad sample once; the next good call is not blamed.
+TEST_P(LossTest, LabelErrorIsReportedOnceAndThenCleared) {
+  Tensor logits = upload({4, 10}, random(40, 2)), loss = output({1}), probs = output({4, 10});
+  Tensor bad = upload_labels({0, 12, 3, 11}), good = upload_labels({0, 9, 3, 2});
+  try {
+    be().softmax_cross_entropy_forward(loss, probs, logits, bad);
+    be().accuracy(loss, logits, bad);
+    be().synchronize();
+    FAIL() << "no DataError for labels 12 and 11";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.cause(), "label 12 of sample 1 is outside [0, 10)");
+  }
+  EXPECT_NO_THROW({
+    be().softmax_cross_entropy_forward(loss, probs, logits, good);
+    be().accuracy(loss, logits, good);
+    be().synchronize();
+  });
+  Floats got = download(loss);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_GE(got[0], 0.f);
+  EXPECT_LE(got[0], 4.f);
 }
 
 TANDEM_INSTANTIATE_BACKEND_SUITE(LossTest);
+
+class TensorViewTest : public BackendTest {};
+
+TEST_P(TensorViewTest, RowsAreTheEntriesAtTheirOffsetInTheSameBuffer) {
+  Tensor t = upload({3, 2}, {0, 1, 2, 3, 4, 5});
+  Tensor mid = t.rows(1, 2);
+  EXPECT_EQ(mid.shape(), (Shape{2, 2}));
+  EXPECT_EQ(download(mid), (Floats{2, 3, 4, 5}));
+  Tensor last = t.rows(2, 1);
+  EXPECT_EQ(last.capacity(), 2);
+  be().fill(last, 9.f);
+  EXPECT_EQ(download(t), (Floats{0, 1, 2, 3, 9, 9}));
+  EXPECT_EQ(t.rows(3, 0).numel(), 0);
+  EXPECT_THROW(t.rows(2, 2), Error);
+  EXPECT_THROW(t.rows(-1, 1), Error);
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(TensorViewTest);
 
 class MemoryTest : public BackendTest {};
 

@@ -261,6 +261,7 @@ TEST_F(Parity, LabelOutOfRangeGivesTheSameDataError) {
   }
   try {
     gpu_->softmax_cross_entropy_forward(loss.g, probs.g, logits.g, lab.g);
+    gpu_->synchronize();  // where a queued check reports
   } catch (const DataError& e) {
     gpu_msg = e.cause();
   }
