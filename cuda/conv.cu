@@ -1,4 +1,5 @@
 // Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per shape).
+#include <memory>
 #include <vector>
 
 #include "cuda/conv_algo.h"
@@ -94,15 +95,51 @@ void rank_with_base_math(const CudaBackend& be, const ConvEntry& e) {
                                                                     : CUDNN_FMA_MATH));
 }
 
-// Heuristic choice (cudnnGet*_v7: ranked by cuDNN, no trial runs, so the first step is quick and
-// the choice does not depend on timing noise).
-void choose_fwd(CudaBackend& be, ConvEntry& e) {
+// cuDNN's ranked results for one pass into *perf and *got. With options().find_conv_algorithms,
+// timed: cudnnFind*Ex runs every candidate once on the call's own buffers (its outputs are
+// overwritten by the call that follows) within the workspace limit, fastest first, as PyTorch's
+// cudnn.benchmark does. Otherwise, or when the search fails, cuDNN's heuristic ranking
+// (cudnnGet*_v7: no trial runs, so the choice does not depend on timing noise). Returns whether
+// the ranking is timed.
+template <typename Perf, typename Find, typename Heuristic>
+bool rank(CudaBackend& be, const ConvEntry& e, const char* pass, int max_count, Find find,
+          Heuristic heuristic, std::vector<Perf>* perf, int* got) {
+  perf->assign(static_cast<size_t>(max_count), Perf{});
+  *got = 0;
+  rank_with_base_math(be, e);
+  if (be.options().find_conv_algorithms) {
+    cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
+    const size_t limit = be.options().workspace_bytes;
+    try {
+      std::shared_ptr<void> ws = limit ? be.scratch(limit) : nullptr;  // back to the pool after
+      status = find(ws.get(), limit, max_count, got, perf->data());
+    } catch (const DeviceError&) {  // the limit's workspace is not free: rank without trials
+    }
+    if (status == CUDNN_STATUS_SUCCESS && *got > 0) return true;
+    log_warning(std::string("cuDNN's timed ") + pass + " algorithm search for conv2d " + e.shape +
+         " failed (" + (status == CUDNN_STATUS_SUCCESS ? "no result" : cudnnGetErrorString(status)) +
+         "); taking its heuristic ranking");
+    rank_with_base_math(be, e);
+  }
+  CUDNN_CHECK(heuristic(max_count, got, perf->data()));
+  return false;
+}
+
+void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, void* y) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(be.cudnn(), &max_count));
-  rank_with_base_math(be, e);
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(max_count);
-  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, max_count,
-                                                     &got, perf.data()));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf;
+  e.fwd_timed = rank(
+      be, e, "forward", max_count,
+      [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionFwdAlgoPerf_t* out) {
+        return cudnnFindConvolutionForwardAlgorithmEx(be.cudnn(), e.x, x, e.w, w, e.conv, e.y, y,
+                                                      count, n, out, ws, bytes);
+      },
+      [&](int count, int* n, cudnnConvolutionFwdAlgoPerf_t* out) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, count, n,
+                                                      out);
+      },
+      &perf, &got);
   auto query = [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
     return cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, a, ws);
   };
@@ -110,13 +147,21 @@ void choose_fwd(CudaBackend& be, ConvEntry& e) {
   e.has_fwd = true;
 }
 
-void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
+void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* dy, void* dx) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(be.cudnn(), &max_count));
-  rank_with_base_math(be, e);
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(max_count);
-  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
-                                                          max_count, &got, perf.data()));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf;
+  e.bwd_data_timed = rank(
+      be, e, "backward-data", max_count,
+      [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(be.cudnn(), e.w, w, e.y, dy, e.conv,
+                                                           e.x, dx, count, n, out, ws, bytes);
+      },
+      [&](int count, int* n, cudnnConvolutionBwdDataAlgoPerf_t* out) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
+                                                           count, n, out);
+      },
+      &perf, &got);
   auto query = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x, a, ws);
   };
@@ -124,13 +169,21 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e) {
   e.has_bwd_data = true;
 }
 
-void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
+void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void* dy, void* dw) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(be.cudnn(), &max_count));
-  rank_with_base_math(be, e);
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(max_count);
-  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
-                                                            max_count, &got, perf.data()));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf;
+  e.bwd_filter_timed = rank(
+      be, e, "backward-filter", max_count,
+      [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(be.cudnn(), e.x, x, e.y, dy, e.conv,
+                                                             e.w, dw, count, n, out, ws, bytes);
+      },
+      [&](int count, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
+                                                             count, n, out);
+      },
+      &perf, &got);
   auto query = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w, a, ws);
   };
@@ -142,8 +195,10 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e) {
 }  // namespace
 
 std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e,
-                                        const std::string& algo, size_t workspace) const {
-  return "conv2d " + std::string(pass) + " " + e.shape + " -> cuDNN " + algo + ", workspace " +
+                                        const std::string& algo, bool timed,
+                                        size_t workspace) const {
+  return "conv2d " + std::string(pass) + " " + e.shape + " -> cuDNN " + algo +
+         (timed ? " (timed)" : " (heuristic)") + ", workspace " +
          format_bytes(workspace) + (options_.tf32 ? ", TF32" : ", FP32") +
          (options_.deterministic ? ", deterministic" : "");
 }
@@ -152,8 +207,9 @@ std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e,
 void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                                  const Conv2dParams& p) {
   ConvEntry& e = conv_entry(x, w, y, p);
-  if (!e.has_fwd) choose_fwd(*this, e);
-  if (tracing()) placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_ws));
+  if (!e.has_fwd) choose_fwd(*this, e, x.data(), w.data(), y.data());
+  if (tracing())
+    placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_timed, e.fwd_ws));
   void* ws = workspace(e.fwd_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.fwd_math));  // one descriptor, three passes
   const float one = 1.f, zero = 0.f;
@@ -169,9 +225,10 @@ void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, co
 void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
                                        const Conv2dParams& p) {
   ConvEntry& e = conv_entry(dx, w, dy, p);
-  if (!e.has_bwd_data) choose_bwd_data(*this, e);
+  if (!e.has_bwd_data) choose_bwd_data(*this, e, w.data(), dy.data(), dx.data());
   if (tracing())
-    placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_ws));
+    placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_timed,
+                          e.bwd_data_ws));
   void* ws = workspace(e.bwd_data_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_data_math));
   const float one = 1.f, zero = 0.f;
@@ -183,10 +240,10 @@ void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tenso
 void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
                                          const Conv2dParams& p) {
   ConvEntry& e = conv_entry(x, dw, dy, p);
-  if (!e.has_bwd_filter) choose_bwd_filter(*this, e);
+  if (!e.has_bwd_filter) choose_bwd_filter(*this, e, x.data(), dy.data(), dw.data());
   if (tracing())
     placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter),
-                          e.bwd_filter_ws));
+                          e.bwd_filter_timed, e.bwd_filter_ws));
   void* ws = workspace(e.bwd_filter_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_filter_math));
   const float one = 1.f, zero = 0.f;

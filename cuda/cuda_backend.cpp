@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "cuda/cuda_backend_impl.h"
 #include "engine/backend_registry.h"
@@ -270,13 +271,16 @@ std::vector<std::string> CudaBackend::placement_log() const {
   std::string math = options_.tf32 ? "TF32" : "FP32";
   for (const ConvEntry* e : conv_order_) {
     std::string s = "conv2d " + e->shape + ": cuDNN";
-    if (e->has_fwd) s += " fwd " + conv_fwd_algo_name(e->fwd) + " (workspace " + format_bytes(e->fwd_ws) + ")";
+    auto pass = [&](const char* name, const std::string& algo, bool timed, size_t ws) {
+      s += std::string(name) + algo + (timed ? " (timed" : " (heuristic") + ", workspace " +
+           format_bytes(ws) + ")";
+    };
+    if (e->has_fwd) pass(" fwd ", conv_fwd_algo_name(e->fwd), e->fwd_timed, e->fwd_ws);
     if (e->has_bwd_data)
-      s += ", bwd_data " + conv_bwd_data_algo_name(e->bwd_data) + " (workspace " +
-           format_bytes(e->bwd_data_ws) + ")";
+      pass(", bwd_data ", conv_bwd_data_algo_name(e->bwd_data), e->bwd_data_timed, e->bwd_data_ws);
     if (e->has_bwd_filter)
-      s += ", bwd_filter " + conv_bwd_filter_algo_name(e->bwd_filter) + " (workspace " +
-           format_bytes(e->bwd_filter_ws) + ")";
+      pass(", bwd_filter ", conv_bwd_filter_algo_name(e->bwd_filter), e->bwd_filter_timed,
+           e->bwd_filter_ws);
     lines.push_back(s + ", " + math + (options_.deterministic ? ", deterministic" : ""));
   }
   lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));
@@ -384,6 +388,8 @@ void CudaBackend::synchronize() {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+void log_warning(const std::string& line) { spdlog::warn("{}", line); }
 
 void register_cuda_backend() {
   register_backend("gpu", [](const BackendOptions& options) -> std::unique_ptr<Backend> {

@@ -59,6 +59,7 @@ struct ConvEntry {
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
   size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
+  bool fwd_timed = false, bwd_data_timed = false, bwd_filter_timed = false;  // cudnnFind*, not heuristics
   // Each pass's math type, set on `conv` before its call (the passes share the descriptor).
   cudnnMathType_t fwd_math = CUDNN_FMA_MATH, bwd_data_math = CUDNN_FMA_MATH,
                   bwd_filter_math = CUDNN_FMA_MATH;
@@ -148,7 +149,7 @@ class CudaBackend : public Backend {
   ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
   // The --log-placement line of one pass of a convolution.
   std::string conv_placement(const char* pass, const ConvEntry& e, const std::string& algo,
-                             size_t workspace) const;
+                             bool timed, size_t workspace) const;
   PoolEntry& pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p);
   // A device scratch buffer of `bytes` from the pool (freed when the handle goes).
   std::shared_ptr<void> scratch(size_t bytes) { return pool_->allocate(bytes); }
@@ -191,6 +192,9 @@ class CudaBackend : public Backend {
 };
 
 // --- small shared utilities ---
+
+// A warning on the run's log (spdlog stays out of the .cu files that nvcc compiles).
+void log_warning(const std::string& line);
 
 // Names of cuDNN's convolution algorithms, for placement_log() (defined in conv.cu).
 std::string conv_fwd_algo_name(cudnnConvolutionFwdAlgo_t a);

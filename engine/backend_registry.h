@@ -17,6 +17,9 @@ struct BackendOptions {
   bool deterministic = false;
   bool tf32 = false;
   size_t workspace_bytes = 256u << 20;  // GPU convolution workspace limit
+  // GPU convolutions: time cuDNN's candidate algorithms once per shape (cudnnFind*) rather than
+  // take its heuristic ranking (gpu.conv_algo).
+  bool find_conv_algorithms = false;
   int64_t batch_size = 0;  // the run's, named in the GPU's out-of-memory hint (0: unknown)
 };
 

@@ -440,6 +440,7 @@ Config parse(const YAML::Node& root, const std::string& file) {
   ConfigMap gpu = top.map("gpu");
   c.gpu_workspace_mb = gpu.get_int("workspace_mb", 256);
   if (c.gpu_workspace_mb < 0) gpu.fail("workspace_mb", "expected zero or more megabytes");
+  c.gpu_conv_algo = gpu.get_choice("conv_algo", "auto", {"auto", "find", "heuristic"});
   gpu.finish();
   top.finish();
   return c;

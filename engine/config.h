@@ -135,6 +135,9 @@ struct Config {
   bool deterministic = false;
   std::string precision = "fp32";  // fp32 | tf32
   int64_t gpu_workspace_mb = 256;
+  // How cuDNN's convolution algorithms are chosen: find (timed once per shape), heuristic, or
+  // auto: find, unless deterministic (a timed choice can differ from run to run).
+  std::string gpu_conv_algo = "auto";
 };
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/

@@ -98,6 +98,8 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   o.deterministic = c.deterministic;
   o.tf32 = c.precision == "tf32";
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
+  o.find_conv_algorithms =
+      c.gpu_conv_algo == "find" || (c.gpu_conv_algo == "auto" && !c.deterministic);
   return o;
 }
 

@@ -108,6 +108,12 @@ for c in lenet cifar_cnn; do
   step "bench-$c-gpu" 60 "$T" bench --config "configs/$c.yaml" --device gpu --batch-size "$b" --steps 50 --json
   step "torch-$c-cuda" 60 python3 bench/pytorch_bench.py --config "configs/$c.yaml" --device cuda --batch-size "$b" --steps 50 --json
 done
+# The same benches with cuDNN's heuristic choice instead of the timed search (gpu.conv_algo).
+for c in lenet cifar_cnn; do
+  b=${BATCH[$c]}
+  { cat "configs/$c.yaml"; echo "gpu: {conv_algo: heuristic}"; } > "$OUT/$c-heuristic.yaml"
+  step "bench-$c-gpu-heuristic" 40 "$T" bench --config "$OUT/$c-heuristic.yaml" --device gpu --batch-size "$b" --steps 50 --json
+done
 step train-lenet-gpu 60 "$T" --config configs/lenet.yaml --device gpu --epochs 1 --metrics "$OUT/lenet-gpu.jsonl"
 step side-by-side-lenet 90 "$T" --config configs/lenet.yaml --device gpu,cpu:16 --epochs 1 \
   --metrics "$OUT/side-by-side.jsonl"
@@ -130,4 +136,8 @@ printf '%-10s %14s %14s %14s\n' config tandem-gpu pytorch-gpu tandem-cpu16
 get() { python3 -c "import json,sys; print(round(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['train_images_per_second']))" "$1" 2>/dev/null || echo -; }
 for c in lenet cifar_cnn mlp; do
   printf '%-10s %14s %14s %14s\n' "$c" "$(get "$OUT/bench-$c-gpu.log")" "$(get "$OUT/torch-$c-cuda.log")" "$(get "$OUT/bench-$c-cpu16.log")"
+done
+printf '%-10s %14s %14s\n' config timed-search heuristic
+for c in lenet cifar_cnn; do
+  printf '%-10s %14s %14s\n' "$c" "$(get "$OUT/bench-$c-gpu.log")" "$(get "$OUT/bench-$c-gpu-heuristic.log")"
 done

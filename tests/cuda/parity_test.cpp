@@ -65,6 +65,7 @@ class Parity : public ::testing::Test {
     }
   }
   virtual BackendOptions gpu_options() const { return {}; }
+  void check_convolutions();
 
   // The same host data as a tensor on each backend.
   struct Pair {
@@ -146,7 +147,9 @@ struct ConvCase {
   Conv2dParams p;
 };
 
-TEST_F(Parity, ConvolutionForwardBackwardDataAndFilter) {
+// Every convolution pass on the CPU and the GPU, over shapes that exercise padding, stride,
+// dilation and LeNet's layers.
+void Parity::check_convolutions() {
   const std::vector<ConvCase> cases = {
       {2, 3, 9, 7, 4, 3, 3, {1, 1, 1, 1, 1, 1}},    // padding, non-square
       {1, 5, 8, 8, 6, 1, 1, {2, 2, 0, 0, 1, 1}},    // 1x1, stride 2, batch 1
@@ -175,10 +178,45 @@ TEST_F(Parity, ConvolutionForwardBackwardDataAndFilter) {
     gpu_->conv2d_backward_filter(dw.g, dy.g, x.g, t.p);
     EXPECT_LT(error(dw), kConvTol) << "backward filter x" << xs.str() << " w" << ws.str();
   }
+}
+
+TEST_F(Parity, ConvolutionForwardBackwardDataAndFilter) {
+  check_convolutions();
   bool logged = false;
-  for (const std::string& line : gpu_->placement_log()) logged |= line.find("conv2d") == 0;
+  for (const std::string& line : gpu_->placement_log()) {
+    logged |= line.find("conv2d") == 0;
+    EXPECT_EQ(line.find("(timed"), std::string::npos) << "heuristic choice asked: " << line;
+  }
   EXPECT_TRUE(logged) << "placement_log names no convolution";
 }
+
+// gpu.conv_algo: find. The timed search runs each candidate on the call's own buffers; the result
+// must still be the convolution, and every pass says it was timed.
+class TimedSearchGpu : public Parity {
+ protected:
+  BackendOptions gpu_options() const override {
+    BackendOptions o;
+    o.find_conv_algorithms = true;
+    return o;
+  }
+};
+
+TEST_F(TimedSearchGpu, ConvolutionsAgreeWithTheCpuAndEveryPassIsTimed) {
+  check_convolutions();
+  int convs = 0;
+  for (const std::string& line : gpu_->placement_log()) {
+    if (line.find("conv2d") != 0) continue;
+    ++convs;
+    for (const char* pass : {" fwd ", ", bwd_data ", ", bwd_filter "}) {
+      const size_t at = line.find(pass);
+      ASSERT_NE(at, std::string::npos) << line;
+      EXPECT_EQ(line.find(" (timed", at), line.find(" (", at + std::string(pass).size()))
+          << pass << "not timed: " << line;
+    }
+  }
+  EXPECT_EQ(convs, 6);
+}
+
 
 TEST_F(Parity, PoolingForwardAndBackwardWithTies) {
   struct PoolCase {

@@ -7,6 +7,7 @@
 #include "engine/config.h"
 #include "engine/error.h"
 #include "engine/graph.h"
+#include "tools/app.h"
 
 namespace tandem {
 namespace {
@@ -97,6 +98,18 @@ TEST(Config, DataCacheIsFourGibibytesUnlessSet) {
             0);
 }
 
+TEST(Config, GpuConvolutionAlgorithmsAreTimedUnlessHeuristicOrDeterministic) {
+  auto options = [](const std::string& text) {
+    return backend_options(parse_config(text, "g.yaml"), DeviceSpec{"gpu", 0, "gpu"});
+  };
+  EXPECT_EQ(parse_config(kGood, "good.yaml").gpu_conv_algo, "auto");
+  EXPECT_TRUE(options(kGood).find_conv_algorithms);
+  const std::string deterministic = std::string(kGood) + "deterministic: true\n";
+  EXPECT_FALSE(options(deterministic).find_conv_algorithms);
+  EXPECT_TRUE(options(deterministic + "gpu: {conv_algo: find}\n").find_conv_algorithms);
+  EXPECT_FALSE(options(std::string(kGood) + "gpu: {conv_algo: heuristic}\n").find_conv_algorithms);
+}
+
 TEST(Config, ShippedConfigsLoadAndBuild) {
   for (const char* name : {"lenet", "mlp", "cifar_cnn"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
@@ -166,6 +179,8 @@ INSTANTIATE_TEST_SUITE_P(
                   {"bad.yaml:4:26: layer 1 (conv2d): 'kernel': expected 2 integers, got 3"}},
         BadConfig{"NotABoolean", with("nesterov: true", "nesterov: maybe"),
                   {"train.optimizer: 'nesterov': expected true or false, got 'maybe'"}},
+        BadConfig{"UnknownConvAlgo", std::string(kGood) + "gpu: {conv_algo: fastest}\n",
+                  {"bad.yaml:17:7: gpu: 'conv_algo': unknown value 'fastest'", "auto, find, heuristic"}},
         BadConfig{"UnknownDataFormat", with("format: synthetic", "format: imagenet"),
                   {"bad.yaml:9:8: data: 'format': unknown value 'imagenet'", "mnist, cifar10"}},
         BadConfig{"NegativeCropPadding",
