@@ -366,6 +366,7 @@ void CudaBackend::download(void* host, const Tensor& src) {
   staging(std::min(n, kStagingChunk));
   auto* s = reinterpret_cast<const char*>(src.data());
   auto* h = static_cast<char*>(host);
+  copy_label_flag();
   for (size_t off = 0; off < n;) {
     size_t len = std::min(staging_bytes_, n - off);
     CUDA_CHECK(cudaMemcpyAsync(staging_, s + off, len, cudaMemcpyDeviceToHost, stream_));
@@ -383,6 +384,7 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::synchronize() {
+  copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_labels();
 }

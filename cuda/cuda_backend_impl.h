@@ -158,16 +158,18 @@ class CudaBackend : public Backend {
   unsigned long long* device_flag() const { return device_flag_; }
   unsigned long long* host_flag() const { return host_flag_; }
   // Labels outside [0, C), found by the loss and accuracy kernels. They atomicMin (sample << 32 |
-  // label) into label_flag(); label_flag_queued() copies it back behind them. The check waits for
-  // nothing of its own: the next wait for the stream (synchronize, download, count_nonfinite)
-  // ends with check_labels(), which throws the DataError. So a step has one wait, its loss read.
+  // label) into label_flag(); label_flag_queued() says a check is due. It needs no wait or copy of
+  // its own: the next wait for the stream (synchronize, download, count_nonfinite) first queues
+  // copy_label_flag() and ends with check_labels(), which throws the DataError. So a step has one
+  // wait and one copy back, its loss read.
   unsigned long long* label_flag();  // reset to ~0 by the first use after a check
   void label_flag_queued(int64_t classes);
 
  private:
   void* staging(size_t bytes);  // pinned host buffer, grown to `bytes`
   void release();               // frees every handle and buffer; safe on a half-built backend
-  void check_labels();          // after a wait for stream_: throws for a bad label it found
+  void copy_label_flag();       // before a wait for stream_, when a check is due
+  void check_labels();          // after that wait: throws for a bad label the kernels found
 
   BackendOptions options_;
   int device_ = 0;

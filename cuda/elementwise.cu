@@ -224,6 +224,7 @@ int64_t CudaBackend::count_nonfinite(const std::vector<const Tensor*>& ts) {
   }
   CUDA_CHECK(cudaMemcpyAsync(host_flag_, device_flag_, sizeof(unsigned long long),
                              cudaMemcpyDeviceToHost, stream_));
+  copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_labels();
   return static_cast<int64_t>(*host_flag_);

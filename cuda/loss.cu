@@ -117,9 +117,13 @@ unsigned long long* CudaBackend::label_flag() {
 }
 
 void CudaBackend::label_flag_queued(int64_t classes) {
-  CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 1, device_flag_ + 1, sizeof(unsigned long long),
-                             cudaMemcpyDeviceToHost, stream_));
   if (!label_classes_) label_classes_ = classes;
+}
+
+void CudaBackend::copy_label_flag() {
+  if (label_classes_)
+    CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 1, device_flag_ + 1, sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, stream_));
 }
 
 void CudaBackend::check_labels() {
