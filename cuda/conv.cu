@@ -1,4 +1,5 @@
 // Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per shape).
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -95,30 +96,45 @@ void rank_with_base_math(const CudaBackend& be, const ConvEntry& e) {
                                                                     : CUDNN_FMA_MATH));
 }
 
+// The largest workspace, within the limit, that any of the pass's `count` algorithms asks for
+// (the one the timed search needs: an algorithm that does not get its workspace is not run).
+template <typename Algo, typename Query>
+size_t search_workspace(int count, size_t limit, Query workspace_of) {
+  size_t most = 0;
+  for (int i = 0; i < count; ++i) {
+    size_t bytes = 0;
+    if (workspace_of(static_cast<Algo>(i), &bytes) == CUDNN_STATUS_SUCCESS && bytes <= limit)
+      most = std::max(most, bytes);
+  }
+  return most;
+}
+
 // cuDNN's ranked results for one pass into *perf and *got. With options().find_conv_algorithms,
 // timed: cudnnFind*Ex runs every candidate once on the call's own buffers (its outputs are
 // overwritten by the call that follows) within the workspace limit, fastest first, as PyTorch's
 // cudnn.benchmark does. Otherwise, or when the search fails, cuDNN's heuristic ranking
 // (cudnnGet*_v7: no trial runs, so the choice does not depend on timing noise). Returns whether
 // the ranking is timed.
-template <typename Perf, typename Find, typename Heuristic>
+template <typename Perf, typename Find, typename Heuristic, typename Query>
 bool rank(CudaBackend& be, const ConvEntry& e, const char* pass, int max_count, Find find,
-          Heuristic heuristic, std::vector<Perf>* perf, int* got) {
+          Heuristic heuristic, Query workspace_of, std::vector<Perf>* perf, int* got) {
   perf->assign(static_cast<size_t>(max_count), Perf{});
   *got = 0;
   rank_with_base_math(be, e);
   if (be.options().find_conv_algorithms) {
     cudnnStatus_t status = CUDNN_STATUS_ALLOC_FAILED;
-    const size_t limit = be.options().workspace_bytes;
+    const size_t bytes = search_workspace<decltype(Perf{}.algo)>(
+        max_count, be.options().workspace_bytes, workspace_of);
     try {
-      std::shared_ptr<void> ws = limit ? be.scratch(limit) : nullptr;  // back to the pool after
-      status = find(ws.get(), limit, max_count, got, perf->data());
-    } catch (const DeviceError&) {  // the limit's workspace is not free: rank without trials
+      std::shared_ptr<void> ws = bytes ? be.scratch(bytes) : nullptr;  // back to the pool after
+      status = find(ws.get(), bytes, max_count, got, perf->data());
+    } catch (const DeviceError&) {  // that much device memory is not free: rank without trials
     }
     if (status == CUDNN_STATUS_SUCCESS && *got > 0) return true;
-    log_warning(std::string("cuDNN's timed ") + pass + " algorithm search for conv2d " + e.shape +
-         " failed (" + (status == CUDNN_STATUS_SUCCESS ? "no result" : cudnnGetErrorString(status)) +
-         "); taking its heuristic ranking");
+    log_warning(std::string("cuDNN's timed ") + pass + " algorithm search for conv2d " +
+                e.shape + " failed (" +
+                (status == CUDNN_STATUS_SUCCESS ? "no result" : cudnnGetErrorString(status)) +
+                "); taking its heuristic ranking");
     rank_with_base_math(be, e);
   }
   CUDNN_CHECK(heuristic(max_count, got, perf->data()));
@@ -128,6 +144,9 @@ bool rank(CudaBackend& be, const ConvEntry& e, const char* pass, int max_count, 
 void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, void* y) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(be.cudnn(), &max_count));
+  auto query = [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, a, ws);
+  };
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf;
   e.fwd_timed = rank(
       be, e, "forward", max_count,
@@ -139,10 +158,7 @@ void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, voi
         return cudnnGetConvolutionForwardAlgorithm_v7(be.cudnn(), e.x, e.w, e.conv, e.y, count, n,
                                                       out);
       },
-      &perf, &got);
-  auto query = [&](cudnnConvolutionFwdAlgo_t a, size_t* ws) {
-    return cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, a, ws);
-  };
+      query, &perf, &got);
   e.fwd = pick(be, e, "forward", perf, got, query, &e.fwd_math, &e.fwd_ws);
   e.has_fwd = true;
 }
@@ -150,6 +166,9 @@ void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, voi
 void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* dy, void* dx) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(be.cudnn(), &max_count));
+  auto query = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x, a, ws);
+  };
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf;
   e.bwd_data_timed = rank(
       be, e, "backward-data", max_count,
@@ -161,10 +180,7 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* d
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
                                                            count, n, out);
       },
-      &perf, &got);
-  auto query = [&](cudnnConvolutionBwdDataAlgo_t a, size_t* ws) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x, a, ws);
-  };
+      query, &perf, &got);
   e.bwd_data = pick(be, e, "backward-data", perf, got, query, &e.bwd_data_math, &e.bwd_data_ws);
   e.has_bwd_data = true;
 }
@@ -172,6 +188,9 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* d
 void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void* dy, void* dw) {
   int max_count = 0, got = 0;
   CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(be.cudnn(), &max_count));
+  auto query = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w, a, ws);
+  };
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf;
   e.bwd_filter_timed = rank(
       be, e, "backward-filter", max_count,
@@ -183,10 +202,7 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void*
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(be.cudnn(), e.x, e.y, e.conv, e.w,
                                                              count, n, out);
       },
-      &perf, &got);
-  auto query = [&](cudnnConvolutionBwdFilterAlgo_t a, size_t* ws) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w, a, ws);
-  };
+      query, &perf, &got);
   e.bwd_filter =
       pick(be, e, "backward-filter", perf, got, query, &e.bwd_filter_math, &e.bwd_filter_ws);
   e.has_bwd_filter = true;
