@@ -142,6 +142,17 @@ TEST_F(Parity, AddAlsoInPlace) {
   EXPECT_LT(error(a), kTol);
 }
 
+// Parity with one option of the GPU backend turned on.
+template <bool BackendOptions::*Option>
+class ParityWith : public Parity {
+ protected:
+  BackendOptions gpu_options() const override {
+    BackendOptions o;
+    o.*Option = true;
+    return o;
+  }
+};
+
 struct ConvCase {
   int64_t n, c, h, w, k, r, s;
   Conv2dParams p;
@@ -192,14 +203,7 @@ TEST_F(Parity, ConvolutionForwardBackwardDataAndFilter) {
 
 // gpu.conv_algo: find. The timed search runs each candidate on the call's own buffers; the result
 // must still be the convolution, and every pass says it was timed.
-class TimedSearchGpu : public Parity {
- protected:
-  BackendOptions gpu_options() const override {
-    BackendOptions o;
-    o.find_conv_algorithms = true;
-    return o;
-  }
-};
+using TimedSearchGpu = ParityWith<&BackendOptions::find_conv_algorithms>;
 
 TEST_F(TimedSearchGpu, ConvolutionsAgreeWithTheCpuAndEveryPassIsTimed) {
   check_convolutions();
@@ -408,14 +412,7 @@ TEST_F(Parity, Fp32ConvolutionAndGemmDoNotRoundInputsToTf32) {
 
 // precision: tf32 runs every convolution pass and gemm with tensor-core math: results within
 // TF32's rounding (inputs rounded to 10 mantissa bits, ~1e-3 of the output's scale).
-class Tf32Gpu : public Parity {
- protected:
-  BackendOptions gpu_options() const override {
-    BackendOptions o;
-    o.tf32 = true;
-    return o;
-  }
-};
+using Tf32Gpu = ParityWith<&BackendOptions::tf32>;
 
 TEST_F(Tf32Gpu, ConvolutionAndGemmAgreeWithTheCpuWithinTf32Rounding) {
   constexpr double kTf32Tol = 1e-2;
@@ -439,14 +436,7 @@ TEST_F(Tf32Gpu, ConvolutionAndGemmAgreeWithTheCpuWithinTf32Rounding) {
 }
 
 // deterministic: true picks deterministic cuDNN algorithms: two runs give identical bits.
-class DeterministicGpu : public Parity {
- protected:
-  BackendOptions gpu_options() const override {
-    BackendOptions o;
-    o.deterministic = true;
-    return o;
-  }
-};
+using DeterministicGpu = ParityWith<&BackendOptions::deterministic>;
 
 TEST_F(DeterministicGpu, ConvolutionGradientsAndBiasGradientRepeatBitForBit) {
   const Conv2dParams p{1, 1, 1, 1, 1, 1};
