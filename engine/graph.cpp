@@ -67,14 +67,20 @@ std::vector<float> Graph::initial_values(const Param& p, uint64_t seed, uint64_t
 
 void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   max_batch_ = max_batch;
+  int64_t packed = 0;
+  for (Param* p : params()) packed += packed_numel(p->shape);
+  Tensor values(backend, Shape{packed}), grads(backend, Shape{packed});
+  backend.fill(values, 0.f);
+  backend.fill(grads, 0.f);
   uint64_t stream = 1;
+  int64_t offset = 0;
   for (auto& layer : layers_) {
     for (Param& p : layer->params()) {
-      p.value = Tensor(backend, p.shape);
-      p.grad = Tensor(backend, p.shape);
+      p.value = values.view(offset, p.shape);
+      p.grad = grads.view(offset, p.shape);
+      offset += packed_numel(p.shape);
       std::vector<float> init = initial_values(p, seed, stream++);
       backend.upload(p.value, init.data());
-      backend.fill(p.grad, 0.f);
     }
     layer->allocate(backend, max_batch);
   }

@@ -31,6 +31,11 @@ struct Param {
   Tensor grad;
 };
 
+// Graph::allocate packs a graph's params back to back, in order, into one buffer of values and one
+// of gradients, each starting at a multiple of 16 floats (64 bytes, as the libraries like); the
+// gaps hold zeros. So the optimizer updates them all with one op.
+inline int64_t packed_numel(const Shape& s) { return (s.numel() + 15) / 16 * 16; }
+
 // What a layer's forward and backward may know of the run.
 struct Context {
   Backend& backend;

@@ -5,29 +5,53 @@
 
 namespace tandem {
 
+namespace {
+
+// Whether `next` starts where `prev` ends in the same buffer, in packed_numel steps.
+bool packed_after(const Tensor& prev, const Tensor& next) {
+  return next.shares_storage(prev) && next.data() == prev.data() + packed_numel(prev.shape());
+}
+
+}  // namespace
+
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Param*> params, Backend& backend)
     : config_(config), params_(std::move(params)), backend_(backend) {
-  for (Param* p : params_) {
-    m_.emplace_back(backend_, p->shape);
-    backend_.fill(m_.back(), 0.f);
-    if (config_.type != "sgd") {
-      v_.emplace_back(backend_, p->shape);
-      backend_.fill(v_.back(), 0.f);
-    }
+  int64_t packed = 0;
+  for (Param* p : params_) packed += packed_numel(p->shape);
+  const bool adam = config_.type != "sgd";
+  Tensor m(backend_, Shape{packed}), v;
+  backend_.fill(m, 0.f);
+  if (adam) {
+    v = Tensor(backend_, Shape{packed});
+    backend_.fill(v, 0.f);
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Param& p = *params_[i];
+    m_.push_back(m.view(offset, p.shape));
+    if (adam) v_.push_back(v.view(offset, p.shape));
+    offset += packed_numel(p.shape);
+    const bool joins = i > 0 && packed_after(params_[i - 1]->value, p.value) &&
+                       packed_after(params_[i - 1]->grad, p.grad);
+    if (!joins) runs_.push_back(Run{i, 0});
+    Run& run = runs_.back();
+    run.numel = (p.value.data() - params_[run.first]->value.data()) + p.shape.numel();
   }
 }
 
 void Optimizer::step(double lr) {
   ++steps_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Param& p = *params_[i];
+  for (const Run& run : runs_) {
+    const Shape flat{run.numel};
+    Param& p = *params_[run.first];
+    Tensor w = p.value.view(0, flat), grad = p.grad.view(0, flat), m = m_[run.first].view(0, flat);
     if (config_.type == "sgd") {
       SgdParams s;
       s.lr = static_cast<float>(lr);
       s.momentum = static_cast<float>(config_.momentum);
       s.weight_decay = static_cast<float>(config_.weight_decay);
       s.nesterov = config_.nesterov;
-      backend_.sgd_update(p.value, m_[i], p.grad, s);
+      backend_.sgd_update(w, m, grad, s);
     } else {
       AdamParams a;
       a.lr = static_cast<float>(lr);
@@ -37,7 +61,8 @@ void Optimizer::step(double lr) {
       a.weight_decay = static_cast<float>(config_.weight_decay);
       a.decoupled = config_.type == "adamw";
       a.step = steps_;
-      backend_.adam_update(p.value, m_[i], v_[i], p.grad, a);
+      Tensor v = v_[run.first].view(0, flat);
+      backend_.adam_update(w, m, v, grad, a);
     }
   }
 }

@@ -24,10 +24,18 @@ class Optimizer {
   std::vector<std::pair<std::string, Tensor>> state() const;
 
  private:
+  // Params packed back to back in one buffer (packed_numel, as Graph::allocate lays them out),
+  // with their state laid out alike: one update op covers them all.
+  struct Run {
+    size_t first = 0;   // index into params_
+    int64_t numel = 0;  // from the first param's start to the last one's end
+  };
+
   OptimizerConfig config_;
   std::vector<Param*> params_;
   Backend& backend_;
-  std::vector<Tensor> m_, v_;  // SGD uses m_ as the velocity
+  std::vector<Tensor> m_, v_;  // per param, views of the state buffers; SGD uses m_ as the velocity
+  std::vector<Run> runs_;
   int64_t steps_ = 0;
 };
 

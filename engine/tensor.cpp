@@ -55,10 +55,19 @@ Tensor Tensor::rows(int64_t begin, int64_t n) const {
                "rows [" + std::to_string(begin) + ", " + std::to_string(begin + n) + ") of " +
                    shape_.str());
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
+  Shape shape = shape_;
+  shape[0] = n;
+  return view(begin * row, std::move(shape));
+}
+
+Tensor Tensor::view(int64_t offset, Shape shape) const {
+  TANDEM_CHECK(offset >= 0 && offset + shape.numel() <= capacity_,
+               "view of " + shape.str() + " at " + std::to_string(offset) + " in a storage of " +
+                   std::to_string(capacity_) + " elements");
   Tensor t = *this;
-  t.shape_[0] = n;
-  t.ptr_ = static_cast<char*>(ptr_) + static_cast<size_t>(begin * row) * dtype_size(dtype_);
-  t.capacity_ = capacity_ - begin * row;
+  t.shape_ = std::move(shape);
+  t.ptr_ = static_cast<char*>(ptr_) + static_cast<size_t>(offset) * dtype_size(dtype_);
+  t.capacity_ = capacity_ - offset;
   return t;
 }
 

@@ -65,6 +65,10 @@ class Tensor {
   // Entries [begin, begin + n) along the leading axis: e.g. two scalars kept in one buffer, so
   // that one download reads both.
   Tensor rows(int64_t begin, int64_t n) const;
+  // The elements [offset, offset + shape.numel()) of this view's storage, as `shape` (within
+  // capacity()): a tensor packed into a larger buffer, or several packed ones seen as one.
+  Tensor view(int64_t offset, Shape shape) const;
+  bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
   // Capacity in elements of the underlying storage from this view's start.
   int64_t capacity() const { return capacity_; }
 

@@ -7,6 +7,7 @@
 #include "engine/config.h"
 #include "engine/error.h"
 #include "engine/graph.h"
+#include "engine/backend_registry.h"
 #include "tools/app.h"
 
 namespace tandem {
@@ -108,6 +109,26 @@ TEST(Config, GpuConvolutionAlgorithmsAreTimedUnlessHeuristicOrDeterministic) {
   EXPECT_FALSE(options(deterministic).find_conv_algorithms);
   EXPECT_TRUE(options(deterministic + "gpu: {conv_algo: find}\n").find_conv_algorithms);
   EXPECT_FALSE(options(std::string(kGood) + "gpu: {conv_algo: heuristic}\n").find_conv_algorithms);
+}
+
+// One buffer of values and one of gradients, each param at a 64-byte boundary, in order.
+TEST(Graph, AllocatePacksTheParamsIntoOneAlignedBuffer) {
+  Config c = parse_config(kGood, "good.yaml");
+  Graph g(c);
+  auto backend = create_backend("cpu", {});
+  g.allocate(*backend, 4, 1);
+  const std::vector<Param*> params = g.params();
+  ASSERT_EQ(params.size(), 4u);
+  for (size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(params[i]->value.data()) % 64, 0u) << i;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(params[i]->grad.data()) % 64, 0u) << i;
+    if (i == 0) continue;
+    EXPECT_TRUE(params[i]->value.shares_storage(params[0]->value));
+    EXPECT_EQ(params[i]->value.data(),
+              params[i - 1]->value.data() + packed_numel(params[i - 1]->shape));
+    EXPECT_EQ(params[i]->grad.data(),
+              params[i - 1]->grad.data() + packed_numel(params[i - 1]->shape));
+  }
 }
 
 TEST(Config, ShippedConfigsLoadAndBuild) {

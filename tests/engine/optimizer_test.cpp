@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/backend_registry.h"
+#include "engine/layer.h"
 #include "engine/optimizer.h"
 
 namespace tandem {
@@ -80,6 +81,58 @@ TEST(Optimizer, AdamWDecaysTheWeightsDirectly) {
   opt.step(0.1);
   // w = 2 * (1 - 0.1*0.5) - 0.1 * 1 = 1.9 - 0.1 = 1.8
   EXPECT_NEAR(t.w()[0], 1.8f, 1e-6);
+}
+
+// Params packed into one buffer (as Graph::allocate lays them out) are updated like the same
+// params apart, and the gap between them stays zero.
+TEST(Optimizer, PackedParamsUpdateLikeSeparateOnesForEveryOptimizer) {
+  auto backend = create_backend("cpu", {});
+  const std::vector<Shape> shapes = {Shape{3, 5}, Shape{7}, Shape{2, 2}};
+  for (const char* type : {"sgd", "adam", "adamw"}) {
+    OptimizerConfig c;
+    c.type = type;
+    c.momentum = 0.9;
+    c.nesterov = true;
+    c.weight_decay = 0.01;
+    int64_t packed = 0;
+    for (const Shape& s : shapes) packed += packed_numel(s);
+    Tensor values(*backend, Shape{packed}), grads(*backend, Shape{packed});
+    backend->fill(values, 0.f);
+    backend->fill(grads, 0.f);
+    std::vector<Param> together(shapes.size()), apart(shapes.size());
+    int64_t offset = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const int64_t n = shapes[i].numel();
+      std::vector<float> w(n), g(n);
+      for (int64_t j = 0; j < n; ++j) {
+        w[j] = 0.1f * static_cast<float>(j + 1) - static_cast<float>(i);
+        g[j] = 0.05f * static_cast<float>(j % 3) - 0.02f;
+      }
+      together[i].shape = apart[i].shape = shapes[i];
+      together[i].value = values.view(offset, shapes[i]);
+      together[i].grad = grads.view(offset, shapes[i]);
+      offset += packed_numel(shapes[i]);
+      apart[i].value = Tensor(*backend, shapes[i]);
+      apart[i].grad = Tensor(*backend, shapes[i]);
+      for (Param* p : {&together[i], &apart[i]}) {
+        backend->upload(p->value, w.data());
+        backend->upload(p->grad, g.data());
+      }
+    }
+    std::vector<Param*> a, b;
+    for (size_t i = 0; i < shapes.size(); ++i) a.push_back(&together[i]), b.push_back(&apart[i]);
+    Optimizer packed_opt(c, a, *backend), apart_opt(c, b, *backend);
+    for (int step = 0; step < 3; ++step) packed_opt.step(0.1), apart_opt.step(0.1);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::vector<float> x(shapes[i].numel()), y(shapes[i].numel());
+      backend->download(x.data(), together[i].value);
+      backend->download(y.data(), apart[i].value);
+      EXPECT_EQ(x, y) << type << " param " << i;
+    }
+    std::vector<float> all(packed);
+    backend->download(all.data(), values);
+    EXPECT_EQ(all[15], 0.f) << type << ": the gap after the first param";
+  }
 }
 
 TEST(Schedule, ConstantKeepsTheRate) {
