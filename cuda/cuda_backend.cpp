@@ -311,8 +311,20 @@ constexpr size_t kStagingChunk = 16u << 20;  // larger transfers go through in c
 
 std::shared_ptr<void> CudaBackend::allocate_host(size_t bytes) {
   void* p = nullptr;
-  CUDA_CHECK_ALLOC(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault), bytes);
-  return {p, [](void* q) { cudaFreeHost(q); }};
+  const cudaError_t err = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+  if (err == cudaSuccess) return {p, [](void* q) { cudaFreeHost(q); }};
+  cudaGetLastError();  // not sticky
+  if (err != cudaErrorMemoryAllocation)
+    throw_cuda_error(err, "cudaHostAlloc(&p, bytes, cudaHostAllocDefault)", __FILE__, __LINE__,
+                     bytes);
+  // Page-locked memory is limited (ulimit -l, or the host's RAM), unlike the device's: pageable
+  // memory still works, its uploads go through the staging buffer and do not overlap the ops.
+  if (!warned_pageable_.exchange(true))
+    log_warning("could not pin " + format_bytes(bytes) +
+                " of host memory for the batches; using pageable memory, so uploads are staged "
+                "and do not overlap the computation (raise the locked-memory limit, ulimit -l, or "
+                "lower data.workers to pin less)");
+  return Backend::allocate_host(bytes);
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cudnn.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -187,6 +188,7 @@ class CudaBackend : public Backend {
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of the staging buffer
   unsigned long long* device_flag_ = nullptr;
   unsigned long long* host_flag_ = nullptr;  // pinned; [0] counts, [1] is the label word
+  std::atomic<bool> warned_pageable_{false};  // allocate_host fell back to pageable memory once
   int64_t label_classes_ = 0;  // > 0: a label check is queued, for a model of this many classes
   std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;
   std::vector<const ConvEntry*> conv_order_;  // insertion order, for placement_log()
