@@ -302,6 +302,25 @@ std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled
   return std::nullopt;
 }
 
+std::optional<Explanation> explain_cudnn_cuda(size_t cudnn_cudart, int cudart) {
+  const int theirs = static_cast<int>(cudnn_cudart / 1000), ours = cudart / 1000;
+  if (theirs == ours) return std::nullopt;
+  return Explanation{"the loaded cuDNN " + format_cudnn_version(cudnnGetVersion()) +
+                         " was built for CUDA " + std::to_string(theirs) +
+                         " but this build runs CUDA " + format_cuda_version(cudart),
+                     "install the cuDNN " + std::to_string(CUDNN_MAJOR) + " package for CUDA " +
+                         std::to_string(ours) + " (e.g. cudnn" + std::to_string(CUDNN_MAJOR) +
+                         "-cuda-" + std::to_string(ours) +
+                         ") and put it first on LD_LIBRARY_PATH; or use --device cpu"};
+}
+
+std::optional<Explanation> explain_loaded_cudnn() {
+  if (auto why = explain_cudnn_version(cudnnGetVersion(), CUDNN_VERSION)) return why;
+  int cudart = 0;
+  if (cudaRuntimeGetVersion(&cudart) != cudaSuccess) cudart = CUDART_VERSION;
+  return explain_cudnn_cuda(cudnnGetCudartVersion(), cudart);
+}
+
 void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line,
                       size_t requested_bytes, int64_t batch_size) {
   CudaContext ctx = query_cuda_context(requested_bytes);

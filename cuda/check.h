@@ -50,6 +50,11 @@ Explanation explain_cublas_error(cublasStatus_t code, const std::string& call,
 // cuDNN's rule: a library 9.y runs programs built against 9.x only when y >= x, and never across
 // major versions. `runtime` is cudnnGetVersion(), `compiled` CUDNN_VERSION. nullopt when compatible.
 std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled);
+// cuDNN is built for one CUDA major version: `cudnn_cudart` is cudnnGetCudartVersion() (13010),
+// `cudart` the runtime this build uses (cudaRuntimeGetVersion). nullopt when the majors agree.
+std::optional<Explanation> explain_cudnn_cuda(size_t cudnn_cudart, int cudart);
+// Both checks on the loaded library: why it cannot run this build, or nullopt.
+std::optional<Explanation> explain_loaded_cudnn();
 // Whether the build has machine code (same major, lower or equal minor) or PTX (lower or equal) for
 // a device of capability major.minor; nullopt when it does, else why not.
 std::optional<Explanation> explain_arch_support(const std::string& device_name, int major,

@@ -188,7 +188,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     if (auto why = explain_arch_support(prop_.name, prop_.major, prop_.minor,
                                         CudaContext::compiled_archs()))
       throw DeviceError(why->cause, why->hint);
-    if (auto why = explain_cudnn_version(cudnnGetVersion(), CUDNN_VERSION))
+    if (auto why = explain_loaded_cudnn())
       throw DeviceError(why->cause, why->hint);
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

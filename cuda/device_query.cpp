@@ -191,7 +191,7 @@ bool cuda_usable(std::string* reason) {
     if (reason) *reason = e->cause + "; " + e->hint;
     return false;
   }
-  if (auto e = explain_cudnn_version(cudnnGetVersion(), CUDNN_VERSION)) {
+  if (auto e = explain_loaded_cudnn()) {
     if (reason) *reason = e->cause + "; " + e->hint;
     return false;
   }
@@ -205,8 +205,9 @@ void print_cuda_devices(std::ostream& out) {
   out << "GPU\n";
   out << fmt::format("  driver (CUDA)    {}\n", driver ? format_cuda_version(driver) : "none loaded");
   out << fmt::format("  runtime          {}\n", format_cuda_version(runtime));
-  out << fmt::format("  cuDNN            compiled {}, loaded {}\n", format_cudnn_version(CUDNN_VERSION),
-                     format_cudnn_version(cudnnGetVersion()));
+  out << fmt::format("  cuDNN            compiled {}, loaded {} (built for CUDA {})\n",
+                     format_cudnn_version(CUDNN_VERSION), format_cudnn_version(cudnnGetVersion()),
+                     format_cuda_version(static_cast<int>(cudnnGetCudartVersion())));
   out << fmt::format("  cuBLAS           compiled {}.{}.{}, loaded {}\n", CUBLAS_VER_MAJOR,
                      CUBLAS_VER_MINOR, CUBLAS_VER_PATCH, cublas_loaded_version());
   out << fmt::format("  architectures    {}\n", CudaContext::compiled_archs());
@@ -234,7 +235,7 @@ void print_cuda_devices(std::ostream& out) {
     out << fmt::format("    clocks         {} MHz SM, {} MHz memory\n", clock_khz / 1000,
                        mem_clock_khz / 1000);
     auto arch = explain_arch_support(p.name, p.major, p.minor, CudaContext::compiled_archs());
-    auto dnn = explain_cudnn_version(cudnnGetVersion(), CUDNN_VERSION);
+    auto dnn = explain_loaded_cudnn();
     if (arch) out << "    usable         no: " << arch->cause << "\n";
     else if (dnn) out << "    usable         no: " << dnn->cause << "\n";
     else out << "    usable         yes\n";

@@ -64,5 +64,16 @@ TEST(ExplainCudnn, AnotherMajorVersionOrOlderMinorIsRefusedWithBothVersions) {
   EXPECT_FALSE(explain_cudnn_version(92000, 91900).has_value());  // newer minor: fine
 }
 
+TEST(ExplainCudnn, BuiltForAnotherCudaMajorIsRefusedNamingBothAndThePackage) {
+  auto other = explain_cudnn_cuda(12090, 13000);
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(has(other->cause, "built for CUDA 12")) << other->cause;
+  EXPECT_TRUE(has(other->cause, "runs CUDA 13.0")) << other->cause;
+  EXPECT_TRUE(has(other->hint, "-cuda-13")) << other->hint;
+  EXPECT_FALSE(explain_cudnn_cuda(13010, 13000).has_value());  // another minor: compatible
+  // The cuDNN this build loads here was built for the CUDA it runs.
+  EXPECT_FALSE(explain_loaded_cudnn().has_value()) << explain_loaded_cudnn()->cause;
+}
+
 }  // namespace
 }  // namespace tandem
