@@ -19,10 +19,10 @@ usage:
   trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
   trainer devices                                      what this machine has
   trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
+                                                       write the data set as PNG image folders
   trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]
                                                        test loss, accuracy, per class, confusion matrix
   trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with probabilities
-                                                       write the data set as PNG image folders
   trainer --help | --version
 
 devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
