@@ -2,6 +2,7 @@
 #include "engine/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -381,7 +382,7 @@ Config parse(const YAML::Node& root, const std::string& file) {
   OptimizerConfig& o = c.train.optimizer;
   o.type = opt.get_choice("type", "sgd", {"sgd", "adam", "adamw"});
   o.lr = opt.get_double("lr", o.type == "sgd" ? 0.01 : 1e-3);
-  if (!(o.lr > 0)) opt.fail("lr", "expected a positive learning rate");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) opt.fail("lr", "expected a positive learning rate");
   o.weight_decay = opt.get_double("weight_decay", o.type == "adamw" ? 0.01 : 0.0);
   if (o.weight_decay < 0) opt.fail("weight_decay", "expected zero or a positive decay");
   if (o.type == "sgd") {

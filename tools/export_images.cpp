@@ -68,7 +68,8 @@ int run_export_images(const RunRequest& r) {
     throw UsageError("export-images needs --out DIR",
                      "e.g. trainer export-images --config configs/lenet.yaml --out my-images");
   if (r.limit_per_class < 0 || r.test_limit_per_class < 0)
-    throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
+    throw UsageError("--limit-per-class must be 0 (every sample) or more",
+                     "e.g. --limit-per-class 30,10");
   std::error_code ec;
   if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
     throw UsageError("the output folder '" + r.out_dir + "' is not empty",
