@@ -155,4 +155,39 @@ TEST(BadInput, RunThatFailsBeforeItsFirstEpochKeepsTheOldMetricsFile) {
   EXPECT_EQ(text_of(metrics), "{\"epoch\": 1}\n");
 }
 
+// The small model, and one of another width, trained for an epoch into a checkpoint folder.
+std::string checkpoint_of(const std::string& name, int units_first_dense) {
+  const std::string dir = ::testing::TempDir() + "bad_input_ckpt_" + name;
+  fs::remove_all(dir);
+  std::string yaml = tandem::test::small_model_yaml(name);
+  yaml.replace(yaml.find("filters: 4"), 10, "filters: " + std::to_string(units_first_dense));
+  const std::string config = tandem::test::write_temp_file(
+      name + ".yaml", yaml + "train: {epochs: 1, batch_size: 64, checkpoint: {dir: " + dir + "}}\n");
+  Result r = trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return dir;
+}
+
+TEST(BadInput, ResumingAnotherModelNamesTheModelBeforeTheBatchSize) {
+  // The checkpoint's batch size (64) differs from this run's (32) too: the model is what to fix.
+  const std::string dir = checkpoint_of("other_model", 6);
+  Result r = trainer("--config " + small_config("this_model") + " --epochs 2 --quiet --resume " + dir);
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("holds another model: its layer 1 is conv2d_1 [6, 10, 10] (60 parameters), "
+                       "this config's is conv2d_1 [4, 10, 10] (40 parameters)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: resume with the config it was trained with (--config "),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, EvalWithAnotherModelsConfigSaysToLeaveItOut) {
+  const std::string dir = checkpoint_of("eval_model", 6);
+  Result r = trainer("eval --checkpoint " + dir + " --config " + small_config("eval_other"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("holds another model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: leave out --config"), std::string::npos) << r.out;
+}
+
 }  // namespace
