@@ -90,6 +90,15 @@ ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
     throw ConfigError(where() + ": expected a mapping of keys, got " + scalar_text(node_),
                       "write it as {key: value, ...} or as an indented block of 'key: value' lines");
   }
+  // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and lookups would take the first: refuse them.
+  if (node_ && node_.IsMap())
+    for (auto it = node_.begin(); it != node_.end(); ++it)
+      for (auto first = node_.begin(); first != it; ++first)
+        if (first->first.Scalar() == it->first.Scalar())
+          throw ConfigError(file_ + ":" + mark_str(it->first.Mark()) + ": " + context_ +
+                                (context_.empty() ? "" : ": ") + "'" + it->first.Scalar() +
+                                "' appears twice (first at " + mark_str(first->first.Mark()) + ")",
+                            "keep one of them");
 }
 
 YAML::Node ConfigMap::lookup(const std::string& key) const {

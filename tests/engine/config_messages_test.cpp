@@ -142,6 +142,15 @@ TEST(ConfigMessages, InfiniteLearningRateIsRefused) {
       << r.cause;
 }
 
+TEST(ConfigMessages, ADuplicateKeyIsRefusedAtItsSecondPlace) {
+  // yaml-cpp keeps both: the run would silently train with the first learning rate.
+  Refusal r = refusal_of(with("lr: 0.1,", "lr: 0.1, lr: 0.5,"));
+  EXPECT_EQ(r.cause, "bad.yaml:11:35: train.optimizer: 'lr' appears twice (first at 11:26)");
+  EXPECT_EQ(r.hint, "keep one of them");
+  r = refusal_of(std::string("name: other\n") + kGood);
+  EXPECT_EQ(r.cause, "bad.yaml:2:1: 'name' appears twice (first at 1:1)");
+}
+
 TEST(ConfigMessages, AFolderGivenAsTheConfigIsNamed) {
   const std::string dir = ::testing::TempDir() + "config_is_a_folder";
   std::filesystem::create_directories(dir);
