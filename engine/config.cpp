@@ -36,7 +36,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
@@ -50,9 +51,9 @@ std::string lower(std::string s) {
 
 // Names other frameworks use for tandem's keys and layer types.
 const std::map<std::string, std::string> kSynonyms = {
-    {"learning_rate", "lr"},  {"kernel_size", "kernel"}, {"pool_size", "kernel"},
+    {"learning_rate", "lr"},     {"kernel_size", "kernel"},  {"pool_size", "kernel"},
     {"out_channels", "filters"}, {"num_filters", "filters"}, {"out_features", "units"},
-    {"num_epochs", "epochs"}, {"linear", "dense"},      {"fc", "dense"}};
+    {"num_epochs", "epochs"},    {"linear", "dense"},        {"fc", "dense"}};
 
 // Whether `typed` is likely a misspelling of `known`: a letter or so apart, another case, one a
 // prefix of the other ("conv" for "conv2d", "training" for "train"), or a common synonym.
@@ -138,7 +139,8 @@ int64_t ConfigMap::get_int(const std::string& key, int64_t fallback) {
   if (!n || n.IsNull()) return fallback;
   int64_t v;
   if (!convert(n, v))
-    fail(key, "expected an integer, got " + scalar_text(n), "write a whole number, e.g. '" + key + ": 3'");
+    fail(key, "expected an integer, got " + scalar_text(n),
+         "write a whole number, e.g. '" + key + ": 3'");
   return v;
 }
 
@@ -159,11 +161,13 @@ void ConfigMap::require(const std::string& key, const std::string& what) const {
     fail("", "missing required key '" + key + "'" + what,
          "add '" + key + ": ...' to " + (context_.empty() ? "the config" : context_));
   if (typed.starts_with(key + " "))
-    fail("", "missing required key '" + key + "'" + what + "; did you mean '" + key + ":" +
-                 typed.substr(key.size()) + "' for '" + typed + "'?",
+    fail("",
+         "missing required key '" + key + "'" + what + "; did you mean '" + key + ":" +
+             typed.substr(key.size()) + "' for '" + typed + "'?",
          "put ': ' (a colon and a space) between a key and its value");
-  fail("", "missing required key '" + key + "'" + what + "; did you mean '" + key + "' for '" +
-               typed + "'?",
+  fail("",
+       "missing required key '" + key + "'" + what + "; did you mean '" + key + "' for '" + typed +
+           "'?",
        "rename '" + typed + "' to '" + key + "'");
 }
 
@@ -178,7 +182,8 @@ double ConfigMap::get_double(const std::string& key, double fallback) {
   if (!n || n.IsNull()) return fallback;
   double v;
   if (!convert(n, v))
-    fail(key, "expected a number, got " + scalar_text(n), "write a number, e.g. '" + key + ": 0.5'");
+    fail(key, "expected a number, got " + scalar_text(n),
+         "write a number, e.g. '" + key + ": 0.5'");
   return v;
 }
 
@@ -192,7 +197,8 @@ bool ConfigMap::get_bool(const std::string& key, bool fallback) {
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
   bool v;
-  if (!convert(n, v)) fail(key, "expected true or false, got " + scalar_text(n), "write true or false");
+  if (!convert(n, v))
+    fail(key, "expected true or false, got " + scalar_text(n), "write true or false");
   return v;
 }
 
@@ -201,7 +207,8 @@ std::string ConfigMap::get_string(const std::string& key, const std::string& fal
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
   if (!n.IsScalar())
-    fail(key, "expected a text value, got " + scalar_text(n), "write one value, not a list or mapping");
+    fail(key, "expected a text value, got " + scalar_text(n),
+         "write one value, not a list or mapping");
   return n.Scalar();
 }
 
@@ -218,7 +225,9 @@ std::string ConfigMap::get_choice(const std::string& key, const std::string& fal
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
   const std::string guess = closest_name(v, choices);
-  fail(key, "unknown value '" + v + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") + "; expected one of: " + list,
+  fail(key,
+       "unknown value '" + v + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+           "; expected one of: " + list,
        "write one of the values listed");
 }
 
@@ -231,16 +240,19 @@ std::vector<int64_t> ConfigMap::get_ints(const std::string& key, std::vector<int
   if (node.IsScalar()) {
     int64_t v;
     if (!convert(node, v))
-      fail(key, "expected an integer, got " + scalar_text(node), "write a whole number, e.g. '" + key + ": 3'");
+      fail(key, "expected an integer, got " + scalar_text(node),
+           "write a whole number, e.g. '" + key + ": 3'");
     out.assign(n ? n : 1, v);
     return out;
   }
   if (!node.IsSequence())
-    fail(key, "expected an integer or a list of integers", "e.g. '" + key + ": 3' or '" + key + ": [3, 3]'");
+    fail(key, "expected an integer or a list of integers",
+         "e.g. '" + key + ": 3' or '" + key + ": [3, 3]'");
   for (const auto& item : node) {
     int64_t v;
     if (!convert(item, v))
-      fail(key, "expected a list of integers, got " + scalar_text(item), "e.g. '" + key + ": [3, 3]'");
+      fail(key, "expected a list of integers, got " + scalar_text(item),
+           "e.g. '" + key + ": [3, 3]'");
     out.push_back(v);
   }
   if (n && out.size() != n)
@@ -256,7 +268,8 @@ std::vector<double> ConfigMap::get_doubles(const std::string& key, std::vector<d
   if (node.IsScalar()) {
     double v;
     if (!convert(node, v))
-      fail(key, "expected a number, got " + scalar_text(node), "write a number, e.g. '" + key + ": 0.5'");
+      fail(key, "expected a number, got " + scalar_text(node),
+           "write a number, e.g. '" + key + ": 0.5'");
     return {v};
   }
   if (!node.IsSequence())
@@ -264,7 +277,8 @@ std::vector<double> ConfigMap::get_doubles(const std::string& key, std::vector<d
   for (const auto& item : node) {
     double v;
     if (!convert(item, v))
-      fail(key, "expected a list of numbers, got " + scalar_text(item), "e.g. '" + key + ": [0.5, 0.5, 0.5]'");
+      fail(key, "expected a list of numbers, got " + scalar_text(item),
+           "e.g. '" + key + ": [0.5, 0.5, 0.5]'");
     out.push_back(v);
   }
   return out;
@@ -297,11 +311,10 @@ void ConfigMap::finish() const {
         guess = k;
       }
     }
-    throw ConfigError(where(key) + ": unknown key" +
-                          (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
-                          (known.empty() ? "; this section takes no keys"
-                                         : "; expected one of: " + known),
-                      hint);
+    throw ConfigError(
+        where(key) + ": unknown key" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+            (known.empty() ? "; this section takes no keys" : "; expected one of: " + known),
+        hint);
   }
 }
 
@@ -360,7 +373,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
     if (top.has(key)) return;
     const std::string typed = top.misspelling_of(key);
     if (!typed.empty())
-      top.fail(typed, "unknown key; did you mean '" + key + "'?", "rename '" + typed + "' to '" + key + "'");
+      top.fail(typed, "unknown key; did you mean '" + key + "'?",
+               "rename '" + typed + "' to '" + key + "'");
   };
   misspelt("input");
   misspelt("layers");
@@ -555,7 +569,8 @@ void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
     if (i < 0) continue;
     const std::string& l = lines[static_cast<size_t>(i)];
     if (l.substr(0, l.find_first_not_of(" \t")).find('\t') != std::string::npos)
-      throw ConfigError(file + ":" + std::to_string(i + 1) + ":1: malformed YAML: the line is "
+      throw ConfigError(file + ":" + std::to_string(i + 1) +
+                            ":1: malformed YAML: the line is "
                             "indented with a tab",
                         "YAML indents with spaces only: replace the tab with spaces");
   }
@@ -564,7 +579,9 @@ void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
     if (c.find(':') == std::string::npos && std::string("-{[").find(c[0]) == std::string::npos) {
       const size_t space = c.find_first_of(" \t");
       const std::string fixed =
-          space == std::string::npos ? c + ":" : c.substr(0, space) + ": " + c.substr(c.find_first_not_of(" \t", space));
+          space == std::string::npos
+              ? c + ":"
+              : c.substr(0, space) + ": " + c.substr(c.find_first_not_of(" \t", space));
       throw ConfigError(file + ":" + std::to_string(before + 1) + ":1: malformed YAML: '" + c +
                             "' has no ':' after its key",
                         "write 'key: value' with a colon after the key, e.g. '" + fixed + "'");

@@ -1,6 +1,7 @@
 // Tables and metrics files.
 #include "engine/report.h"
 
+#include <fmt/format.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "engine/error.h"
 

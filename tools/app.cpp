@@ -73,7 +73,8 @@ Config load_config_with_overrides(const RunRequest& r) {
     c.train.epochs = *r.epochs;
   }
   if (r.batch_size) {
-    if (*r.batch_size < 1) throw UsageError("--batch-size must be at least 1", "e.g. --batch-size 64");
+    if (*r.batch_size < 1)
+      throw UsageError("--batch-size must be at least 1", "e.g. --batch-size 64");
     c.train.batch_size = *r.batch_size;
   }
   if (r.lr) {
@@ -597,7 +598,9 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
 int run_bench(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
   const std::vector<DeviceSpec> devices = parse_devices(r);
-  if (r.steps < 1 || r.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0", "e.g. --steps 20 --warmup 5");
+  if (r.steps < 1 || r.warmup < 0)
+    throw UsageError("--steps must be at least 1 and --warmup at least 0",
+                     "e.g. --steps 20 --warmup 5");
   std::vector<int64_t> batches = r.batch_sizes;
   if (batches.empty()) batches.push_back(config.train.batch_size);
   for (int64_t b : batches)

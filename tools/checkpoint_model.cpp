@@ -19,8 +19,9 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
   if (!r.config_path.empty()) {
     m.config = load_config_with_overrides(r);
     check_same_model(m.path, m.meta, m.config,
-                     "leave out --config: " + command + " then builds the model from the config "
-                     "stored in the checkpoint");
+                     "leave out --config: " + command +
+                         " then builds the model from the config "
+                         "stored in the checkpoint");
   } else {
     const std::string file =
         m.meta.config_file.empty()

@@ -134,7 +134,8 @@ void check_same_model(const std::string& file, const CheckpointMeta& meta, const
   if (meta.config_text.empty()) return;
   std::vector<SummaryRow> trained, ours;
   try {
-    Config stored = parse_config(meta.config_text, meta.config_file.empty() ? file : meta.config_file);
+    Config stored =
+        parse_config(meta.config_text, meta.config_file.empty() ? file : meta.config_file);
     trained = Graph(stored).summary();
   } catch (const ConfigError&) {
     return;
@@ -163,12 +164,13 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                            bool quiet) {
   const std::string file = find_checkpoint(path);
   const CheckpointMeta meta = read_checkpoint_meta(file);
-  check_same_model(file, meta, config,
-                   meta.config_file.empty()
-                       ? "resume with the config it was trained with, or start a new run without --resume"
-                       : fmt::format("resume with the config it was trained with (--config {}), or "
-                                     "start a new run without --resume",
-                                     meta.config_file));
+  check_same_model(
+      file, meta, config,
+      meta.config_file.empty()
+          ? "resume with the config it was trained with, or start a new run without --resume"
+          : fmt::format("resume with the config it was trained with (--config {}), or "
+                        "start a new run without --resume",
+                        meta.config_file));
   // The seed fixes every epoch's order and every dropout mask: another one would not continue.
   if (meta.seed != config.train.seed)
     throw CheckpointError(

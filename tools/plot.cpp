@@ -1,13 +1,13 @@
 // PLplot's cairo PNG driver draws the axes, ticks, labels and legends; we only lay out panels.
 #include "tools/plot.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-
-#include <fmt/format.h>
 
 #ifdef TANDEM_WITH_PLPLOT
 #include <plplot.h>
@@ -35,8 +35,9 @@ int series_color(int device) { return kFirstSeriesColor + device % (kColors - kF
 std::string plot_in_progress;
 int plot_failed(const char* message) {
   std::fflush(stdout);
-  std::fprintf(stderr, "\nerror: drawing the plot %s failed: %s\nhint: check that its folder is "
-                       "writable and has free space\n",
+  std::fprintf(stderr,
+               "\nerror: drawing the plot %s failed: %s\nhint: check that its folder is "
+               "writable and has free space\n",
                plot_in_progress.c_str(), message);
   return static_cast<int>(ExitCode::kUsage);
 }

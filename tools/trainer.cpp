@@ -1,19 +1,20 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
 #include "engine/error.h"
 #include "tools/app.h"
 
 namespace {
 
-constexpr const char* kHelp = R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
+constexpr const char* kHelp =
+    R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
 
 usage:
   trainer --config FILE [--device LIST] [flags]        train and evaluate
@@ -71,9 +72,11 @@ int parse_int(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
     n = std::stoll(v, &used);
-    if (used != v.size()) throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
+    if (used != v.size())
+      throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
   } catch (const std::out_of_range&) {
-    n = v.starts_with("-") ? std::numeric_limits<long long>::min() : std::numeric_limits<long long>::max();
+    n = v.starts_with("-") ? std::numeric_limits<long long>::min()
+                           : std::numeric_limits<long long>::max();
   } catch (const std::invalid_argument&) {
     throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
   }
@@ -201,7 +204,8 @@ int run(int argc, char** argv) {
       r.out_dir = value();
     } else if (command == "export-images" && a == "--limit-per-class") {
       const std::vector<std::string> n = split(value(), ',');
-      if (n.size() > 2) throw tandem::UsageError(a + " expects N or TRAIN,TEST", "e.g. " + a + " 30,10");
+      if (n.size() > 2)
+        throw tandem::UsageError(a + " expects N or TRAIN,TEST", "e.g. " + a + " 30,10");
       r.limit_per_class = parse_int(a, n[0]);
       r.test_limit_per_class = n.size() == 2 ? parse_int(a, n[1]) : r.limit_per_class;
     } else {

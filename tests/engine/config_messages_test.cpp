@@ -70,14 +70,16 @@ TEST(ConfigMessages, KeyWithoutColonIsNamedWithTheFix) {
 TEST(ConfigMessages, LastKeyWithoutColonSuggestsTheColon) {
   // The last key of a block parses as one key "seed 3" with no value.
   Refusal r = refusal_of(with("seed: 3", "seed 3"));
-  EXPECT_NE(r.cause.find("train: 'seed 3': unknown key; did you mean 'seed: 3'?"), std::string::npos)
+  EXPECT_NE(r.cause.find("train: 'seed 3': unknown key; did you mean 'seed: 3'?"),
+            std::string::npos)
       << r.cause;
   EXPECT_EQ(r.hint, "put ': ' (a colon and a space) between a key and its value");
 }
 
 TEST(ConfigMessages, FlowKeyWithoutColonSuggestsTheColon) {
   Refusal r = refusal_of(with("filters: 4", "filters 4"));
-  EXPECT_NE(r.cause.find("did you mean 'filters: 4' for 'filters 4'?"), std::string::npos) << r.cause;
+  EXPECT_NE(r.cause.find("did you mean 'filters: 4' for 'filters 4'?"), std::string::npos)
+      << r.cause;
   EXPECT_EQ(r.hint, "put ': ' (a colon and a space) between a key and its value");
 }
 
@@ -90,9 +92,10 @@ TEST(ConfigMessages, MisspeltRequiredKeyIsNamedWithTheRename) {
 }
 
 TEST(ConfigMessages, UnknownLayerTypeSuggestsTheNearest) {
-  const std::pair<const char*, const char*> cases[] = {
-      {"  - relu\n", "  - rleu\n"}, {"  - flatten\n", "  - Flatten\n"}, {"- conv2d:", "- conv:"},
-      {"- dense:", "- linear:"}};
+  const std::pair<const char*, const char*> cases[] = {{"  - relu\n", "  - rleu\n"},
+                                                       {"  - flatten\n", "  - Flatten\n"},
+                                                       {"- conv2d:", "- conv:"},
+                                                       {"- dense:", "- linear:"}};
   const char* meant[] = {"relu", "flatten", "conv2d", "dense"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     Refusal r = refusal_of(with(cases[i].first, cases[i].second));

@@ -18,8 +18,8 @@ Result trainer(const std::string& args) { return tandem::test::run_trainer(args)
 
 // A one-epoch run of the small synthetic model (well under a second).
 std::string small_config(const std::string& name) {
-  return tandem::test::write_temp_file(
-      name + ".yaml", tandem::test::small_model_yaml(name) + "train: {epochs: 1, batch_size: 32}\n");
+  return tandem::test::write_temp_file(name + ".yaml", tandem::test::small_model_yaml(name) +
+                                                           "train: {epochs: 1, batch_size: 32}\n");
 }
 
 std::string text_of(const std::string& path) {
@@ -44,7 +44,8 @@ TEST(BadInput, BatchSizeBeyondAnIntIsRefusedNotWrapped) {
   // 4294967297 cast to int is 1: the run would train with batch size 1.
   Result r = trainer("--config " + small_config("wrap") + " --batch-size 4294967297 --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("error: --batch-size 4294967297 is out of range"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error: --batch-size 4294967297 is out of range"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
 }
 
@@ -162,7 +163,8 @@ std::string checkpoint_of(const std::string& name, int units_first_dense) {
   std::string yaml = tandem::test::small_model_yaml(name);
   yaml.replace(yaml.find("filters: 4"), 10, "filters: " + std::to_string(units_first_dense));
   const std::string config = tandem::test::write_temp_file(
-      name + ".yaml", yaml + "train: {epochs: 1, batch_size: 64, checkpoint: {dir: " + dir + "}}\n");
+      name + ".yaml",
+      yaml + "train: {epochs: 1, batch_size: 64, checkpoint: {dir: " + dir + "}}\n");
   Result r = trainer("--config " + config + " --quiet");
   EXPECT_EQ(r.status, 0) << r.out;
   return dir;
@@ -171,7 +173,8 @@ std::string checkpoint_of(const std::string& name, int units_first_dense) {
 TEST(BadInput, ResumingAnotherModelNamesTheModelBeforeTheBatchSize) {
   // The checkpoint's batch size (64) differs from this run's (32) too: the model is what to fix.
   const std::string dir = checkpoint_of("other_model", 6);
-  Result r = trainer("--config " + small_config("this_model") + " --epochs 2 --quiet --resume " + dir);
+  Result r =
+      trainer("--config " + small_config("this_model") + " --epochs 2 --quiet --resume " + dir);
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("holds another model: its layer 1 is conv2d_1 [6, 10, 10] (60 parameters), "
                        "this config's is conv2d_1 [4, 10, 10] (40 parameters)"),
