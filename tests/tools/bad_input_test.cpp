@@ -193,4 +193,12 @@ TEST(BadInput, EvalWithAnotherModelsConfigSaysToLeaveItOut) {
   EXPECT_NE(r.out.find("hint: leave out --config"), std::string::npos) << r.out;
 }
 
+TEST(BadInput, AConfigGivenAsTheCheckpointIsNamedNotASafetensorsFile) {
+  Result r = trainer("eval --checkpoint " + small_config("not_a_checkpoint"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("is unusable: it is not a .safetensors file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--resume"), std::string::npos) << "eval has no --resume: " << r.out;
+}
+
 }  // namespace
