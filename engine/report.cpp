@@ -1,7 +1,6 @@
 // Tables and metrics files.
 #include "engine/report.h"
 
-#include <fmt/format.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "engine/error.h"
 

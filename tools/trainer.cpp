@@ -1,13 +1,15 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "tools/app.h"
 
@@ -123,6 +125,33 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// The flags of one command only, by the commands that take them.
+const std::vector<std::pair<std::string, std::string>> kCommandFlags = {
+    {"--checkpoint-dir", "training"}, {"--resume", "training"},
+    {"--batch-sizes", "bench"},       {"--per-layer", "bench"},
+    {"--steps", "bench"},             {"--warmup", "bench"},
+    {"--json", "bench"},              {"--checkpoint", "eval and predict"},
+    {"--top-k", "predict"},           {"--out", "export-images"},
+    {"--limit-per-class", "export-images"}};
+
+// A flag of another command says whose it is; a misspelt one gets the nearest flag.
+tandem::UsageError unknown_argument(const std::string& a, const std::string& command) {
+  for (const auto& [flag, owner] : kCommandFlags)
+    if (a == flag)
+      return tandem::UsageError(
+          a + " is not a flag of " + (command == "train" ? "training" : command),
+          "it belongs to " + owner + "; see trainer --help");
+  std::vector<std::string> flags = {"--config",  "--device", "--epochs",    "--batch-size",
+                                    "--lr",      "--seed",   "--threads",   "--data",
+                                    "--metrics", "--quiet",  "--log-level", "--plot",
+                                    "--log-placement", "--help", "--version"};
+  for (const auto& [flag, owner] : kCommandFlags) flags.push_back(flag);
+  const std::string guess = tandem::closest_name(a, flags);
+  return tandem::UsageError(
+      "unknown argument '" + a + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
+      "see trainer --help");
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::string command = "train";
@@ -209,7 +238,7 @@ int run(int argc, char** argv) {
       r.limit_per_class = parse_int(a, n[0]);
       r.test_limit_per_class = n.size() == 2 ? parse_int(a, n[1]) : r.limit_per_class;
     } else {
-      throw tandem::UsageError("unknown argument '" + a + "'", "see trainer --help");
+      throw unknown_argument(a, command);
     }
   }
   tandem::register_everything();

@@ -201,4 +201,20 @@ TEST(BadInput, AConfigGivenAsTheCheckpointIsNamedNotASafetensorsFile) {
   EXPECT_EQ(r.out.find("--resume"), std::string::npos) << "eval has no --resume: " << r.out;
 }
 
+TEST(BadInput, AnotherCommandsFlagSaysWhoseItIs) {
+  Result r = trainer("bench --config " + small_config("bench_flag") + " --resume x");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --resume is not a flag of bench\nhint: it belongs to training"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, AMisspeltFlagGetsTheNearest) {
+  Result r = trainer("--config " + small_config("flag_typo") + " --batchsize 3");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown argument '--batchsize'; did you mean '--batch-size'?"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
