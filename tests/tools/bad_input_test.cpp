@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/tools/cli_util.h"
 
@@ -215,6 +216,29 @@ TEST(BadInput, AMisspeltFlagGetsTheNearest) {
   EXPECT_NE(r.out.find("unknown argument '--batchsize'; did you mean '--batch-size'?"),
             std::string::npos)
       << r.out;
+}
+
+TEST(BadInput, ExportImagesToAnUnwritablePlaceIsAUsageError) {
+  // It was an internal error (exit 70) with the filesystem's exception text.
+  Result r = trainer("export-images --config " + small_config("export_proc") + " --out /proc/x");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --out /proc/x: cannot create a folder in /proc"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
+  const fs::path parent = fs::path(::testing::TempDir()) / "bad_input_export";
+  fs::remove_all(parent);
+  fs::create_directories(parent / "out");  // an empty folder is taken, and a trailing '/' too
+  Result r = trainer("export-images --config " + small_config("export_ok") + " --out " +
+                     (parent / "out").string() + "/ --limit-per-class 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(parent)) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"out"});
+  EXPECT_TRUE(fs::is_directory(parent / "out" / "train"));
+  EXPECT_TRUE(fs::is_directory(parent / "out" / "test"));
 }
 
 }  // namespace
