@@ -47,6 +47,13 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
     dir /= sub;
   }
   dir_ = dir.string();
+  // Created before training, so that a folder that cannot be made does not cost an epoch first.
+  std::error_code ec;
+  if (!cfg_.dir.empty()) fs::create_directories(dir_, ec);
+  if (ec)
+    throw CheckpointError(
+        fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
+        "pick a writable folder with --checkpoint-dir");
 }
 
 void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }

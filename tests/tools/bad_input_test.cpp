@@ -241,4 +241,12 @@ TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
   EXPECT_TRUE(fs::is_directory(parent / "out" / "test"));
 }
 
+TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
+  Result r = trainer("--config " + small_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("error: cannot create checkpoint folder '/proc/tandem'"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing: " << r.out;
+}
+
 }  // namespace
