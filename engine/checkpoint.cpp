@@ -215,7 +215,7 @@ class JsonReader {
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
   throw CheckpointError(fmt::format("checkpoint '{}' is unusable: {}", path, why),
-                        "the file is truncated or corrupt; resume from another checkpoint");
+                        "the file is truncated or corrupt; use another checkpoint (e.g. an earlier epoch-E file)");
 }
 
 int64_t integer(const Json& j, const std::string& path, const std::string& what) {
@@ -244,7 +244,7 @@ Header read_header(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw CheckpointError(fmt::format("checkpoint '{}' does not exist", path),
-                          "check the path given to --resume");
+                          "check the checkpoint's path");
   if (fs::is_directory(path, ec))
     throw CheckpointError(fmt::format("'{}' is a folder, not a checkpoint file", path),
                           "give a .safetensors file, or the folder to --resume");
@@ -258,7 +258,12 @@ Header read_header(const std::string& path) {
     corrupt(path, fmt::format("it has {} bytes, fewer than the 8 of the header length", file_size));
   uint64_t len = 0;
   for (int i = 7; i >= 0; --i) len = (len << 8) | len_bytes[i];
-  if (len > kMaxHeaderBytes || len > file_size - 8)
+  // A YAML or image file given for a checkpoint lands here, with a length of gigabytes.
+  if (len > kMaxHeaderBytes)
+    corrupt(path, fmt::format("it is not a .safetensors file: its first 8 bytes give a header of "
+                              "{} bytes, more than the format allows",
+                              len));
+  if (len > file_size - 8)
     corrupt(path, fmt::format("its header claims {} bytes but the file has {} after the length",
                               len, file_size - 8));
   std::string text(len, '\0');

@@ -2,6 +2,8 @@
 #include "engine/config.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -26,24 +28,42 @@ std::string scalar_text(const YAML::Node& n) {
   return "nothing";
 }
 
-// Levenshtein distance, for "did you mean" suggestions on short key names.
+// Edit distance counting a swap of two neighbours as one edit ("rleu" is 1 from "relu"), for
+// "did you mean" suggestions on short names.
 size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-      diag = up;
+      d[i][j] =
+          std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 
-bool similar(const std::string& a, const std::string& b) {
-  return edit_distance(a, b) <= std::max<size_t>(1, std::min(a.size(), b.size()) / 4);
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Names other frameworks use for tandem's keys and layer types.
+const std::map<std::string, std::string> kSynonyms = {
+    {"learning_rate", "lr"},     {"kernel_size", "kernel"},  {"pool_size", "kernel"},
+    {"out_channels", "filters"}, {"num_filters", "filters"}, {"out_features", "units"},
+    {"num_epochs", "epochs"},    {"linear", "dense"},        {"fc", "dense"}};
+
+// Whether `typed` is likely a misspelling of `known`: a letter or so apart, another case, one a
+// prefix of the other ("conv" for "conv2d", "training" for "train"), or a common synonym.
+bool similar(const std::string& typed, const std::string& known) {
+  if (auto it = kSynonyms.find(lower(typed)); it != kSynonyms.end() && it->second == known)
+    return true;
+  const std::string a = lower(typed), b = lower(known);
+  const size_t shorter = std::min(a.size(), b.size());
+  if (shorter >= 4 && (a.starts_with(b) || b.starts_with(a))) return true;
+  return edit_distance(a, b) <= std::max<size_t>(1, shorter / 4);
 }
 
 template <typename T>
@@ -59,12 +79,27 @@ bool convert(const YAML::Node& n, T& out) {
 
 }  // namespace
 
+std::string closest_name(const std::string& typed, const std::vector<std::string>& known) {
+  for (const std::string& k : known)
+    if (k != typed && similar(typed, k)) return k;
+  return "";
+}
+
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
     : node_(node), file_(std::move(file)), context_(std::move(context)) {
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
     throw ConfigError(where() + ": expected a mapping of keys, got " + scalar_text(node_),
                       "write it as {key: value, ...} or as an indented block of 'key: value' lines");
   }
+  // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and lookups would take the first: refuse them.
+  if (node_ && node_.IsMap())
+    for (auto it = node_.begin(); it != node_.end(); ++it)
+      for (auto first = node_.begin(); first != it; ++first)
+        if (first->first.Scalar() == it->first.Scalar())
+          throw ConfigError(file_ + ":" + mark_str(it->first.Mark()) + ": " + context_ +
+                                (context_.empty() ? "" : ": ") + "'" + it->first.Scalar() +
+                                "' appears twice (first at " + mark_str(first->first.Mark()) + ")",
+                            "keep one of them");
 }
 
 YAML::Node ConfigMap::lookup(const std::string& key) const {
@@ -92,8 +127,10 @@ std::string ConfigMap::where(const std::string& key) const {
   return s;
 }
 
-void ConfigMap::fail(const std::string& key, const std::string& what) const {
-  throw ConfigError(where(key) + ": " + what);
+void ConfigMap::fail(const std::string& key, const std::string& what,
+                     const std::string& hint) const {
+  throw ConfigError(where(key) + ": " + what,
+                    hint.empty() ? "see the config format in README.md" : hint);
 }
 
 int64_t ConfigMap::get_int(const std::string& key, int64_t fallback) {
@@ -101,21 +138,41 @@ int64_t ConfigMap::get_int(const std::string& key, int64_t fallback) {
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
   int64_t v;
-  if (!convert(n, v)) fail(key, "expected an integer, got " + scalar_text(n));
+  if (!convert(n, v))
+    fail(key, "expected an integer, got " + scalar_text(n),
+         "write a whole number, e.g. '" + key + ": 3'");
   return v;
 }
 
-std::string ConfigMap::missing(const std::string& key, const std::string& what) const {
-  std::string s = "missing required key '" + key + "'" + what;
-  if (node_ && node_.IsMap())
-    for (auto it = node_.begin(); it != node_.end(); ++it)
-      if (similar(it->first.Scalar(), key))
-        s += "; did you mean '" + key + "' for '" + it->first.Scalar() + "'?";
-  return s;
+std::string ConfigMap::misspelling_of(const std::string& key) const {
+  if (!node_ || !node_.IsMap()) return "";
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    // "filters 20": a key and its value without the ':' between them.
+    if (k != key && (similar(k, key) || k.starts_with(key + " "))) return k;
+  }
+  return "";
+}
+
+void ConfigMap::require(const std::string& key, const std::string& what) const {
+  if (has(key)) return;
+  const std::string typed = misspelling_of(key);
+  if (typed.empty())
+    fail("", "missing required key '" + key + "'" + what,
+         "add '" + key + ": ...' to " + (context_.empty() ? "the config" : context_));
+  if (typed.starts_with(key + " "))
+    fail("",
+         "missing required key '" + key + "'" + what + "; did you mean '" + key + ":" +
+             typed.substr(key.size()) + "' for '" + typed + "'?",
+         "put ': ' (a colon and a space) between a key and its value");
+  fail("",
+       "missing required key '" + key + "'" + what + "; did you mean '" + key + "' for '" + typed +
+           "'?",
+       "rename '" + typed + "' to '" + key + "'");
 }
 
 int64_t ConfigMap::require_int(const std::string& key) {
-  if (!has(key)) fail("", missing(key, " (an integer)"));
+  require(key, " (an integer)");
   return get_int(key, 0);
 }
 
@@ -124,12 +181,14 @@ double ConfigMap::get_double(const std::string& key, double fallback) {
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
   double v;
-  if (!convert(n, v)) fail(key, "expected a number, got " + scalar_text(n));
+  if (!convert(n, v))
+    fail(key, "expected a number, got " + scalar_text(n),
+         "write a number, e.g. '" + key + ": 0.5'");
   return v;
 }
 
 double ConfigMap::require_double(const std::string& key) {
-  if (!has(key)) fail("", missing(key, " (a number)"));
+  require(key, " (a number)");
   return get_double(key, 0);
 }
 
@@ -138,7 +197,8 @@ bool ConfigMap::get_bool(const std::string& key, bool fallback) {
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
   bool v;
-  if (!convert(n, v)) fail(key, "expected true or false, got " + scalar_text(n));
+  if (!convert(n, v))
+    fail(key, "expected true or false, got " + scalar_text(n), "write true or false");
   return v;
 }
 
@@ -146,12 +206,14 @@ std::string ConfigMap::get_string(const std::string& key, const std::string& fal
   read_.insert(key);
   YAML::Node n = lookup(key);
   if (!n || n.IsNull()) return fallback;
-  if (!n.IsScalar()) fail(key, "expected a text value, got " + scalar_text(n));
+  if (!n.IsScalar())
+    fail(key, "expected a text value, got " + scalar_text(n),
+         "write one value, not a list or mapping");
   return n.Scalar();
 }
 
 std::string ConfigMap::require_string(const std::string& key) {
-  if (!has(key)) fail("", missing(key, ""));
+  require(key, "");
   return get_string(key, "");
 }
 
@@ -162,7 +224,11 @@ std::string ConfigMap::get_choice(const std::string& key, const std::string& fal
     if (c == v) return v;
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-  fail(key, "unknown value '" + v + "'; expected one of: " + list);
+  const std::string guess = closest_name(v, choices);
+  fail(key,
+       "unknown value '" + v + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+           "; expected one of: " + list,
+       "write one of the values listed");
 }
 
 std::vector<int64_t> ConfigMap::get_ints(const std::string& key, std::vector<int64_t> fallback,
@@ -173,14 +239,20 @@ std::vector<int64_t> ConfigMap::get_ints(const std::string& key, std::vector<int
   std::vector<int64_t> out;
   if (node.IsScalar()) {
     int64_t v;
-    if (!convert(node, v)) fail(key, "expected an integer, got " + scalar_text(node));
+    if (!convert(node, v))
+      fail(key, "expected an integer, got " + scalar_text(node),
+           "write a whole number, e.g. '" + key + ": 3'");
     out.assign(n ? n : 1, v);
     return out;
   }
-  if (!node.IsSequence()) fail(key, "expected an integer or a list of integers");
+  if (!node.IsSequence())
+    fail(key, "expected an integer or a list of integers",
+         "e.g. '" + key + ": 3' or '" + key + ": [3, 3]'");
   for (const auto& item : node) {
     int64_t v;
-    if (!convert(item, v)) fail(key, "expected a list of integers, got " + scalar_text(item));
+    if (!convert(item, v))
+      fail(key, "expected a list of integers, got " + scalar_text(item),
+           "e.g. '" + key + ": [3, 3]'");
     out.push_back(v);
   }
   if (n && out.size() != n)
@@ -195,13 +267,18 @@ std::vector<double> ConfigMap::get_doubles(const std::string& key, std::vector<d
   std::vector<double> out;
   if (node.IsScalar()) {
     double v;
-    if (!convert(node, v)) fail(key, "expected a number, got " + scalar_text(node));
+    if (!convert(node, v))
+      fail(key, "expected a number, got " + scalar_text(node),
+           "write a number, e.g. '" + key + ": 0.5'");
     return {v};
   }
-  if (!node.IsSequence()) fail(key, "expected a number or a list of numbers");
+  if (!node.IsSequence())
+    fail(key, "expected a number or a list of numbers", "e.g. '" + key + ": [0.5, 0.5, 0.5]'");
   for (const auto& item : node) {
     double v;
-    if (!convert(item, v)) fail(key, "expected a list of numbers, got " + scalar_text(item));
+    if (!convert(item, v))
+      fail(key, "expected a list of numbers, got " + scalar_text(item),
+           "e.g. '" + key + ": [0.5, 0.5, 0.5]'");
     out.push_back(v);
   }
   return out;
@@ -223,16 +300,21 @@ void ConfigMap::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string key = it->first.Scalar();
     if (read_.count(key)) continue;
-    std::string known, guess;
+    std::string known, guess, hint = "check the spelling; see the config format in README.md";
     for (const auto& k : read_) {
       known += (known.empty() ? "" : ", ") + k;
-      if (guess.empty() && similar(k, key)) guess = k;
+      if (!guess.empty()) continue;
+      if (key.starts_with(k + " ")) {  // "seed 42": the ':' is missing
+        guess = k + ":" + key.substr(k.size());
+        hint = "put ': ' (a colon and a space) between a key and its value";
+      } else if (similar(key, k)) {
+        guess = k;
+      }
     }
-    throw ConfigError(where(key) + ": unknown key" +
-                          (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
-                          (known.empty() ? "; this section takes no keys"
-                                         : "; expected one of: " + known),
-                      "check the spelling; see the config format in README.md");
+    throw ConfigError(
+        where(key) + ": unknown key" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+            (known.empty() ? "; this section takes no keys" : "; expected one of: " + known),
+        hint);
   }
 }
 
@@ -286,8 +368,19 @@ Config parse(const YAML::Node& root, const std::string& file) {
   ConfigMap top(root, file, "");
   c.name = top.get_string("name", fs::path(file).stem().string());
 
+  // A misspelt section ("inputs:", "layer:") is named, rather than reported missing.
+  auto misspelt = [&](const std::string& key) {
+    if (top.has(key)) return;
+    const std::string typed = top.misspelling_of(key);
+    if (!typed.empty())
+      top.fail(typed, "unknown key; did you mean '" + key + "'?",
+               "rename '" + typed + "' to '" + key + "'");
+  };
+  misspelt("input");
+  misspelt("layers");
   ConfigMap input = top.map("input");
-  if (!top.has("input")) top.fail("", "missing 'input: {shape: [C, H, W]}'");
+  if (!top.has("input"))
+    top.fail("", "missing 'input: {shape: [C, H, W]}'", "add e.g. 'input: {shape: [1, 28, 28]}'");
   std::vector<int64_t> shape = input.get_ints("shape", {});
   if (shape.empty()) input.fail("shape", "expected the sample shape, e.g. [1, 28, 28]");
   for (int64_t d : shape)
@@ -381,7 +474,7 @@ Config parse(const YAML::Node& root, const std::string& file) {
   OptimizerConfig& o = c.train.optimizer;
   o.type = opt.get_choice("type", "sgd", {"sgd", "adam", "adamw"});
   o.lr = opt.get_double("lr", o.type == "sgd" ? 0.01 : 1e-3);
-  if (!(o.lr > 0)) opt.fail("lr", "expected a positive learning rate");
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) opt.fail("lr", "expected a positive learning rate");
   o.weight_decay = opt.get_double("weight_decay", o.type == "adamw" ? 0.01 : 0.0);
   if (o.weight_decay < 0) opt.fail("weight_decay", "expected zero or a positive decay");
   if (o.type == "sgd") {
@@ -454,13 +547,59 @@ void set_data_path(DataConfig& data, const std::string& folder) {
   data.test_path = split ? (fs::path(folder) / "test").string() : folder;
 }
 
+namespace {
+
+// yaml-cpp names the symptom ("illegal map value") at the token after the mistake. The two
+// mistakes made most often are named here at their own line: a tab in the indentation, and a key
+// without its ':'. Throws ConfigError when it finds one of them.
+void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
+                        const std::string& file) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  auto content = [&](int i) {  // the line without its indentation and comment
+    std::string l = lines[static_cast<size_t>(i)];
+    l = l.substr(0, l.find('#'));
+    const size_t start = l.find_first_not_of(" \t"), end = l.find_last_not_of(" \t\r");
+    return start == std::string::npos ? std::string() : l.substr(start, end - start + 1);
+  };
+  const int at = std::min(e.mark.line, static_cast<int>(lines.size()) - 1);
+  int before = at - 1;
+  while (before >= 0 && content(before).empty()) --before;
+  for (int i : {at, before}) {
+    if (i < 0) continue;
+    const std::string& l = lines[static_cast<size_t>(i)];
+    if (l.substr(0, l.find_first_not_of(" \t")).find('\t') != std::string::npos)
+      throw ConfigError(file + ":" + std::to_string(i + 1) +
+                            ":1: malformed YAML: the line is "
+                            "indented with a tab",
+                        "YAML indents with spaces only: replace the tab with spaces");
+  }
+  if (e.msg == YAML::ErrorMsg::MAP_VALUE && before >= 0) {
+    const std::string c = content(before);
+    if (c.find(':') == std::string::npos && std::string("-{[").find(c[0]) == std::string::npos) {
+      const size_t space = c.find_first_of(" \t");
+      const std::string fixed =
+          space == std::string::npos
+              ? c + ":"
+              : c.substr(0, space) + ": " + c.substr(c.find_first_not_of(" \t", space));
+      throw ConfigError(file + ":" + std::to_string(before + 1) + ":1: malformed YAML: '" + c +
+                            "' has no ':' after its key",
+                        "write 'key: value' with a colon after the key, e.g. '" + fixed + "'");
+    }
+  }
+}
+
+}  // namespace
+
 Config parse_config(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
+    explain_yaml_error(text, e, file);
     throw ConfigError(file + ":" + mark_str(e.mark) + ": malformed YAML: " + e.msg,
-                      "check the indentation and brackets around that line");
+                      "check the indentation, colons and brackets on that line and the one before");
   }
   if (!root || root.IsNull()) throw ConfigError(file + ": the config is empty", "see configs/lenet.yaml for an example");
   if (!root.IsMap())
@@ -470,6 +609,10 @@ Config parse_config(const std::string& text, const std::string& file) {
 }
 
 Config load_config(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw ConfigError("'" + path + "' is a folder, not a config file",
+                      "give a YAML file; ready configs are in configs/ (e.g. configs/lenet.yaml)");
   std::ifstream in(path);
   if (!in)
     throw ConfigError("cannot open config file '" + path + "'",

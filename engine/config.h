@@ -42,15 +42,21 @@ class ConfigMap {
 
   // Rejects keys that were never read: "unknown key 'filter' ...; expected one of: ...".
   void finish() const;
-  // Throws ConfigError at the key's position (or the mapping's, when key is empty).
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  // Throws ConfigError at the key's position (or the mapping's, when key is empty); an empty hint
+  // points at the config format in README.md.
+  [[noreturn]] void fail(const std::string& key, const std::string& what,
+                         const std::string& hint = "") const;
+  // Throws "missing required key 'kernel'<what>" unless the key is there, naming a key of this
+  // mapping that misspells it ("kernal", "kernel 3").
+  void require(const std::string& key, const std::string& what) const;
+  // The key here that most likely misspells `key`, or "".
+  std::string misspelling_of(const std::string& key) const;
   std::string where(const std::string& key = "") const;  // "file:line:col: context"
   const std::string& file() const { return file_; }
   const std::string& context() const { return context_; }
 
  private:
   YAML::Node lookup(const std::string& key) const;
-  std::string missing(const std::string& key, const std::string& what) const;
   YAML::Node node_;
   std::string file_, context_;
   mutable std::set<std::string> read_;
@@ -139,6 +145,10 @@ struct Config {
   // auto: find, unless deterministic (a timed choice can differ from run to run).
   std::string gpu_conv_algo = "auto";
 };
+
+// The one of `known` that `typed` most likely misspells (a letter or so apart, another case, a
+// prefix, a common synonym such as learning_rate for lr), or "".
+std::string closest_name(const std::string& typed, const std::vector<std::string>& known);
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
 // sub-folders, for the other formats at the folder itself.

@@ -1,8 +1,14 @@
 // Tables and metrics files.
 #include "engine/report.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -76,19 +82,48 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path, bool val)
-    : out_(path), val_(val), path_(path) {
+void prepare_output_file(const std::string& path, const std::string& flag,
+                         const std::string& example) {
+  namespace fs = std::filesystem;
+  const fs::path out(path);
+  std::error_code ec;
+  if (fs::is_directory(out, ec))
+    throw UsageError(flag + " " + path + " is a folder",
+                     "give a file name, e.g. " + flag + " " + (out / example).string());
+  const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fs::create_directories(folder, ec);
+  if (ec)
+    throw UsageError(flag + " " + path + ": cannot create the folder " + folder.string() + " (" +
+                         ec.message() + ")",
+                     "give a path in a writable folder");
+  // The one sure test: create a file beside it and remove it (access() says yes to root on
+  // folders that take no file, such as /proc).
+  std::string probe = (folder / ".tandem-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw UsageError(flag + " " + path + ": cannot create files in " + folder.string() + " (" +
+                         std::strerror(errno) + ")",
+                     "give a path in a writable folder");
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, bool val) : val_(val), path_(path) {
   csv_ = path.size() > 4 && path.substr(path.size() - 4) == ".csv";
-  if (!out_)
-    throw UsageError("cannot write the metrics file '" + path + "'",
-                     "check that its folder exists and is writable");
-  if (csv_)
-    out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-            "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
-         << (val_ ? ",val_loss,val_accuracy\n" : "\n");
+  prepare_output_file(path, "--metrics", csv_ ? "metrics.csv" : "metrics.jsonl");
 }
 
 void MetricsWriter::write(const EpochStats& e) {
+  if (!out_.is_open()) {
+    out_.open(path_);
+    if (!out_)
+      throw UsageError("cannot write the metrics file '" + path_ + "'",
+                       "check that its folder exists and is writable");
+    if (csv_)
+      out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
+              "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
+           << (val_ ? ",val_loss,val_accuracy\n" : "\n");
+  }
   if (csv_) {
     out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,

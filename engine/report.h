@@ -16,12 +16,19 @@ std::string format_table(const Row& header, const std::vector<Row>& rows);
 // Two columns, "key  value", for the start-up table.
 std::string format_pairs(const std::string& title, const InfoRows& rows);
 
+// Makes sure a file can be written at `path` before a long run needs it: creates its folders,
+// and throws UsageError naming `flag` ("--metrics") when the path is a folder (the hint offers
+// `example` inside it) or the folder takes no new file. Leaves no file behind.
+void prepare_output_file(const std::string& path, const std::string& flag,
+                         const std::string& example);
+
 // One line per epoch: JSON lines by default, CSV when the file name ends in ".csv". With
 // `val` (a run with data.val_split) the CSV has val_loss and val_accuracy columns too; JSON lines
 // carry them wherever an epoch has them.
 class MetricsWriter {
  public:
-  // Throws UsageError when it cannot write.
+  // Throws UsageError when it cannot write. The file is created (and an old one replaced) at the
+  // first epoch, so a run that fails before it keeps the previous run's file.
   explicit MetricsWriter(const std::string& path, bool val = false);
   void write(const EpochStats& e);
 

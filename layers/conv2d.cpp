@@ -16,7 +16,7 @@ int positive(ConfigMap& args, const std::string& key, int64_t v, int64_t min) {
 Conv2d::Conv2d(ConfigMap& args) {
   filters_ = args.require_int("filters");
   if (filters_ < 1) args.fail("filters", "expected a positive number of filters");
-  if (!args.has("kernel")) args.fail("", "missing required key 'kernel' (e.g. kernel: 3)");
+  args.require("kernel", " (e.g. kernel: 3)");
   auto k = args.get_ints("kernel", {}, 2);
   auto s = args.get_ints("stride", {1, 1}, 2);
   auto pad = args.get_ints("padding", {0, 0}, 2);

@@ -8,7 +8,7 @@ namespace tandem {
 Pool2d::Pool2d(ConfigMap& args, std::string type) : type_(std::move(type)) {
   p_.mode = type_ == "maxpool" ? PoolMode::kMax : PoolMode::kAverage;
   if (type_ == "global_avgpool") return;
-  if (!args.has("kernel")) args.fail("", "missing required key 'kernel' (e.g. kernel: 2)");
+  args.require("kernel", " (e.g. kernel: 2)");
   auto k = args.get_ints("kernel", {}, 2);
   auto s = args.get_ints("stride", k, 2);
   auto pad = args.get_ints("padding", {0, 0}, 2);

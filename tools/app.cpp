@@ -69,20 +69,22 @@ Config load_config_with_overrides(const RunRequest& r) {
     throw UsageError("no model config given", "pass --config FILE, e.g. --config configs/lenet.yaml");
   Config c = load_config(r.config_path);
   if (r.epochs) {
-    if (*r.epochs < 1) throw UsageError("--epochs must be at least 1");
+    if (*r.epochs < 1) throw UsageError("--epochs must be at least 1", "e.g. --epochs 5");
     c.train.epochs = *r.epochs;
   }
   if (r.batch_size) {
-    if (*r.batch_size < 1) throw UsageError("--batch-size must be at least 1");
+    if (*r.batch_size < 1)
+      throw UsageError("--batch-size must be at least 1", "e.g. --batch-size 64");
     c.train.batch_size = *r.batch_size;
   }
   if (r.lr) {
-    if (!(*r.lr > 0)) throw UsageError("--lr must be positive");
+    if (!(*r.lr > 0) || !std::isfinite(*r.lr))
+      throw UsageError("--lr must be a positive finite number", "e.g. --lr 0.01");
     c.train.optimizer.lr = *r.lr;
   }
   if (r.seed) c.train.seed = *r.seed;
   if (r.threads) {
-    if (*r.threads < 1) throw UsageError("--threads must be at least 1");
+    if (*r.threads < 1) throw UsageError("--threads must be at least 1", "e.g. --threads 2");
     c.train.threads = *r.threads;
   }
   if (r.data) set_data_path(c.data, *r.data);
@@ -598,11 +600,13 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
 int run_bench(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
   const std::vector<DeviceSpec> devices = parse_devices(r);
-  if (r.steps < 1 || r.warmup < 0) throw UsageError("--steps must be at least 1 and --warmup at least 0");
+  if (r.steps < 1 || r.warmup < 0)
+    throw UsageError("--steps must be at least 1 and --warmup at least 0",
+                     "e.g. --steps 20 --warmup 5");
   std::vector<int64_t> batches = r.batch_sizes;
   if (batches.empty()) batches.push_back(config.train.batch_size);
   for (int64_t b : batches)
-    if (b < 1) throw UsageError("batch sizes must be at least 1");
+    if (b < 1) throw UsageError("batch sizes must be at least 1", "e.g. --batch-sizes 16,64,256");
   Graph model(config);  // checks the model before any device starts
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);
   const bool text = !r.json;

@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/optimizer.h"
+#include "tools/checkpoints.h"
 
 namespace tandem {
 
@@ -17,6 +18,10 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
   m.meta = read_checkpoint_meta(m.path);
   if (!r.config_path.empty()) {
     m.config = load_config_with_overrides(r);
+    check_same_model(m.path, m.meta, m.config,
+                     "leave out --config: " + command +
+                         " then builds the model from the config "
+                         "stored in the checkpoint");
   } else {
     const std::string file =
         m.meta.config_file.empty()

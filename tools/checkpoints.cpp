@@ -11,6 +11,8 @@
 
 #include "engine/epoch_metric.h"
 #include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/progress.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -45,6 +47,13 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
     dir /= sub;
   }
   dir_ = dir.string();
+  // Created before training, so that a folder that cannot be made does not cost an epoch first.
+  std::error_code ec;
+  if (!cfg_.dir.empty()) fs::create_directories(dir_, ec);
+  if (ec)
+    throw CheckpointError(
+        fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
+        "pick a writable folder with --checkpoint-dir");
 }
 
 void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }
@@ -127,10 +136,48 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
     fs::remove(files[i].second, ec);
 }
 
+void check_same_model(const std::string& file, const CheckpointMeta& meta, const Config& config,
+                      const std::string& hint) {
+  if (meta.config_text.empty()) return;
+  std::vector<SummaryRow> trained, ours;
+  try {
+    Config stored =
+        parse_config(meta.config_text, meta.config_file.empty() ? file : meta.config_file);
+    trained = Graph(stored).summary();
+  } catch (const ConfigError&) {
+    return;
+  }
+  Config c = config;
+  ours = Graph(c).summary();
+  auto text = [](const SummaryRow& r) {
+    return fmt::format("{} {} ({} parameters)", r.name, r.output.str(),
+                       format_count(static_cast<double>(r.params)));
+  };
+  for (size_t i = 0; i < std::min(trained.size(), ours.size()); ++i)
+    if (trained[i].name != ours[i].name || trained[i].output != ours[i].output ||
+        trained[i].params != ours[i].params)
+      throw CheckpointError(fmt::format("checkpoint '{}' holds another model: its layer {} is {}, "
+                                        "this config's is {}",
+                                        file, i + 1, text(trained[i]), text(ours[i])),
+                            hint);
+  if (trained.size() != ours.size())
+    throw CheckpointError(fmt::format("checkpoint '{}' holds another model: it has {} layers, this "
+                                      "config {}",
+                                      file, trained.size(), ours.size()),
+                          hint);
+}
+
 CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
                            bool quiet) {
   const std::string file = find_checkpoint(path);
   const CheckpointMeta meta = read_checkpoint_meta(file);
+  check_same_model(
+      file, meta, config,
+      meta.config_file.empty()
+          ? "resume with the config it was trained with, or start a new run without --resume"
+          : fmt::format("resume with the config it was trained with (--config {}), or "
+                        "start a new run without --resume",
+                        meta.config_file));
   // The seed fixes every epoch's order and every dropout mask: another one would not continue.
   if (meta.seed != config.train.seed)
     throw CheckpointError(

@@ -45,6 +45,14 @@ class RunCheckpoints {
 // Removes all but the newest `keep` epoch-*.safetensors files of a folder (0: keeps all).
 void prune_checkpoints(const std::string& dir, int64_t keep);
 
+// Throws CheckpointError with `hint` when the checkpoint's stored config builds another model than
+// `config` (layers, output shapes, parameter counts), naming the first layer that differs, so that
+// another model is the error a user sees rather than a seed or batch size that also differs.
+// Checkpoints without a stored config, or one this version cannot read, pass: restoring them still
+// checks every tensor's name and shape.
+void check_same_model(const std::string& file, const CheckpointMeta& meta, const Config& config,
+                      const std::string& hint);
+
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
 // where the run starts and the restore of its weights and optimizer state; says so unless quiet.
 // Returns the checkpoint's metadata.

@@ -49,7 +49,12 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
       for (int p = 0; p < h * w; ++p)
         hwc[static_cast<size_t>(p) * c + k] = chw[static_cast<size_t>(k) * h * w + p];
     // A class folder only where the split has samples of it: an empty one would not read back.
-    if (per_class[label] == 0) fs::create_directories(fs::path(dir) / folders[label]);
+    std::error_code ec;
+    if (per_class[label] == 0) fs::create_directories(fs::path(dir) / folders[label], ec);
+    if (ec)
+      throw DataError("cannot create the folder '" + (fs::path(dir) / folders[label]).string() +
+                          "': " + ec.message(),
+                      "check that the folder is writable and the disk is not full");
     const std::string path =
         (fs::path(dir) / folders[label] / fmt::format("{:0{}}.png", i, width)).string();
     if (!stbi_write_png(path.c_str(), w, h, c, hwc.data(), w * c))
@@ -68,7 +73,8 @@ int run_export_images(const RunRequest& r) {
     throw UsageError("export-images needs --out DIR",
                      "e.g. trainer export-images --config configs/lenet.yaml --out my-images");
   if (r.limit_per_class < 0 || r.test_limit_per_class < 0)
-    throw UsageError("--limit-per-class must be 1 or more (0: every sample)");
+    throw UsageError("--limit-per-class must be 0 (every sample) or more",
+                     "e.g. --limit-per-class 30,10");
   std::error_code ec;
   if (fs::exists(r.out_dir, ec) && !fs::is_empty(r.out_dir, ec))
     throw UsageError("the output folder '" + r.out_dir + "' is not empty",
@@ -81,12 +87,37 @@ int run_export_images(const RunRequest& r) {
     throw DataError("the " + data.train.name + " samples are " + s.str() +
                         ", not images of 1 to 4 channels (C, H, W)",
                     "set data.shape to [C, H, W] (synthetic data), or export an image data set");
-  const int64_t train =
-      write_split(data.train, (fs::path(r.out_dir) / "train").string(), r.limit_per_class);
-  const int64_t test =
-      write_split(data.test, (fs::path(r.out_dir) / "test").string(), r.test_limit_per_class);
+  // Written into a temporary folder beside --out and renamed at the end, so that a failure
+  // midway leaves no folder that looks like a whole export.
+  fs::path out = fs::path(r.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "dir/"
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  const fs::path tmp = parent / fmt::format(".{}.export-tmp", out.filename().string());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec)
+    throw UsageError("--out " + r.out_dir + ": cannot create a folder in " + parent.string() +
+                         " (" + ec.message() + ")",
+                     "give --out a folder in a writable place");
+  int64_t train = 0, test = 0;
+  try {
+    train = write_split(data.train, (tmp / "train").string(), r.limit_per_class);
+    test = write_split(data.test, (tmp / "test").string(), r.test_limit_per_class);
+    // --out is new or empty (checked above), and may be the working directory itself.
+    fs::create_directories(out, ec);
+    for (const char* split : {"train", "test"})
+      if (!ec && fs::exists(tmp / split)) fs::rename(tmp / split, out / split, ec);
+    if (ec)
+      throw UsageError("--out " + r.out_dir + ": cannot move the images into place (" +
+                           ec.message() + ")",
+                       "give --out a new folder");
+    fs::remove_all(tmp, ec);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   fmt::print("wrote {} train and {} test images of {} ({} classes) to {}/train and {}/test\n",
-             train, test, s.str(), data.train.class_names.size(), r.out_dir, r.out_dir);
+             train, test, s.str(), data.train.class_names.size(), out.string(), out.string());
   return 0;
 }
 

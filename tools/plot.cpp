@@ -1,15 +1,20 @@
 // PLplot's cairo PNG driver draws the axes, ticks, labels and legends; we only lay out panels.
 #include "tools/plot.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <string>
 
 #ifdef TANDEM_WITH_PLPLOT
 #include <plplot.h>
 #endif
 
 #include "engine/error.h"
+#include "engine/report.h"
 
 namespace tandem {
 
@@ -25,8 +30,17 @@ constexpr int kColors = sizeof(kRed) / sizeof(kRed[0]);
 
 int series_color(int device) { return kFirstSeriesColor + device % (kColors - kFirstSeriesColor); }
 
-// PLplot calls this instead of exit() on a fatal error; the error then surfaces as no file.
-int no_exit(const char*) { return 0; }
+// PLplot calls this on a fatal error, then exit() with what it returns; tandem's checks before
+// drawing should leave it nothing to find, so this says what failed and exits non-zero.
+std::string plot_in_progress;
+int plot_failed(const char* message) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "\nerror: drawing the plot %s failed: %s\nhint: check that its folder is "
+               "writable and has free space\n",
+               plot_in_progress.c_str(), message);
+  return static_cast<int>(ExitCode::kUsage);
+}
 
 void draw_panel(const PlotPanel& p) {
   auto tx = [&](double x) { return p.log2_x ? std::log2(x) : x; };
@@ -110,13 +124,9 @@ void draw_panel(const PlotPanel& p) {
 
 void check_plot_path(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path out(path);
-  std::error_code ec;
-  if (out.extension() != ".png")
+  if (fs::path(path).extension() != ".png")
     throw UsageError("--plot " + path + ": plots are PNG files", "give a name ending in .png");
-  if (out.has_parent_path() && !fs::is_directory(out.parent_path(), ec))
-    throw UsageError("cannot write the plot " + path + ": no folder " + out.parent_path().string(),
-                     "create the folder or give --plot another path");
+  prepare_output_file(path, "--plot", "plot.png");
 }
 
 void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, int width,
@@ -124,15 +134,17 @@ void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, i
   namespace fs = std::filesystem;
   check_plot_path(path);
   std::error_code ec;
+  // Drawn under a temporary name and renamed, so that the path holds a whole plot or none.
   const fs::path out(path);
-  fs::remove(out, ec);  // so that a failed plot cannot leave an old file looking new
+  const fs::path tmp = out.parent_path() / fmt::format(".{}.tmp", out.filename().string());
+  plot_in_progress = path;
   // A fresh stream per plot: PLplot keeps global state per stream.
   PLINT previous = 0, stream = 0;
   plgstrm(&previous);
   plmkstrm(&stream);
-  plsexit(no_exit);
+  plsexit(plot_failed);
   plsdev("pngcairo");
-  plsfnam(path.c_str());
+  plsfnam(tmp.c_str());
   plspage(0, 0, width, height, 0, 0);
   plscmap0(kRed, kGreen, kBlue, kColors);
   plssub(static_cast<PLINT>(std::max<size_t>(panels.size(), 1)), 1);
@@ -141,9 +153,17 @@ void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, i
   for (const PlotPanel& p : panels) draw_panel(p);
   plend1();
   plsstrm(previous);
-  if (fs::file_size(out, ec) == 0 || ec)
+  if (fs::file_size(tmp, ec) == 0 || ec) {
+    fs::remove(tmp, ec);
     throw UsageError("could not write the plot " + path,
                      "check that the folder is writable (PLplot's pngcairo driver draws it)");
+  }
+  fs::rename(tmp, out, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw UsageError("could not write the plot " + path + ": " + ec.message(),
+                     "check that the folder is writable");
+  }
 }
 
 #else

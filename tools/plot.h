@@ -20,8 +20,9 @@ struct PlotPanel {
   bool y_from_zero = false;  // throughput and speedup axes start at 0
 };
 
-// Throws UsageError unless `path` can take a plot: a .png name in an existing folder, and a build
-// with plotting. Checked before a long run, so that it cannot fail at its end.
+// Throws UsageError unless `path` can take a plot: a .png name in a writable folder (created when
+// missing), and a build with plotting. Checked before a long run, so that it cannot fail at its
+// end.
 void check_plot_path(const std::string& path);
 
 // Draws the panels side by side into a width x height PNG; throws UsageError when the file

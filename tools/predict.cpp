@@ -16,7 +16,7 @@ int run_predict(const RunRequest& r) {
   if (r.inputs.empty())
     throw UsageError("predict needs images",
                      "trainer predict --checkpoint FILE image.png [more images]");
-  if (r.top_k < 1) throw UsageError("--top-k must be at least 1");
+  if (r.top_k < 1) throw UsageError("--top-k must be at least 1", "e.g. --top-k 3");
   const int64_t n = static_cast<int64_t>(r.inputs.size());
   CheckpointModel m = load_checkpoint_model(r, "predict", n);
   const Config& config = m.config;

@@ -1,28 +1,32 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "tools/app.h"
 
 namespace {
 
-constexpr const char* kHelp = R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
+constexpr const char* kHelp =
+    R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
 
 usage:
   trainer --config FILE [--device LIST] [flags]        train and evaluate
   trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
   trainer devices                                      what this machine has
   trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
+                                                       write the data set as PNG image folders
   trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]
                                                        test loss, accuracy, per class, confusion matrix
   trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with probabilities
-                                                       write the data set as PNG image folders
   trainer --help | --version
 
 devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
@@ -65,13 +69,37 @@ exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unus
 )";
 
 int parse_int(const std::string& flag, const std::string& v) {
+  const std::string hint = "give a whole number after " + flag + " (see trainer --help)";
+  long long n = 0;
   try {
     size_t used = 0;
-    long long n = std::stoll(v, &used);
-    if (used == v.size()) return static_cast<int>(n);
-  } catch (const std::exception&) {
+    n = std::stoll(v, &used);
+    if (used != v.size())
+      throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
+  } catch (const std::out_of_range&) {
+    n = v.starts_with("-") ? std::numeric_limits<long long>::min()
+                           : std::numeric_limits<long long>::max();
+  } catch (const std::invalid_argument&) {
+    throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
   }
-  throw tandem::UsageError(flag + " expects an integer, got '" + v + "'");
+  // A cast alone would wrap 4294967297 to 1 and run with that.
+  if (n > std::numeric_limits<int>::max() || n < std::numeric_limits<int>::min())
+    throw tandem::UsageError(flag + " " + v + " is out of range (at most " +
+                                 std::to_string(std::numeric_limits<int>::max()) + ")",
+                             hint);
+  return static_cast<int>(n);
+}
+
+// Seeds span the whole unsigned 64-bit range, as in the config's train.seed.
+uint64_t parse_seed(const std::string& flag, const std::string& v) {
+  const std::string hint = "give a whole number from 0 to 18446744073709551615 after " + flag;
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+    throw tandem::UsageError(flag + " expects a non-negative integer, got '" + v + "'", hint);
+  try {
+    return std::stoull(v);
+  } catch (const std::out_of_range&) {
+    throw tandem::UsageError(flag + " " + v + " is out of range", hint);
+  }
 }
 
 double parse_double(const std::string& flag, const std::string& v) {
@@ -81,7 +109,8 @@ double parse_double(const std::string& flag, const std::string& v) {
     if (used == v.size()) return d;
   } catch (const std::exception&) {
   }
-  throw tandem::UsageError(flag + " expects a number, got '" + v + "'");
+  throw tandem::UsageError(flag + " expects a number, got '" + v + "'",
+                           "give a number after " + flag + ", e.g. " + flag + " 0.01");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -94,6 +123,33 @@ std::vector<std::string> split(const std::string& s, char sep) {
     start = end + 1;
   }
   return out;
+}
+
+// The flags of one command only, by the commands that take them.
+const std::vector<std::pair<std::string, std::string>> kCommandFlags = {
+    {"--checkpoint-dir", "training"}, {"--resume", "training"},
+    {"--batch-sizes", "bench"},       {"--per-layer", "bench"},
+    {"--steps", "bench"},             {"--warmup", "bench"},
+    {"--json", "bench"},              {"--checkpoint", "eval and predict"},
+    {"--top-k", "predict"},           {"--out", "export-images"},
+    {"--limit-per-class", "export-images"}};
+
+// A flag of another command says whose it is; a misspelt one gets the nearest flag.
+tandem::UsageError unknown_argument(const std::string& a, const std::string& command) {
+  for (const auto& [flag, owner] : kCommandFlags)
+    if (a == flag)
+      return tandem::UsageError(
+          a + " is not a flag of " + (command == "train" ? "training" : command),
+          "it belongs to " + owner + "; see trainer --help");
+  std::vector<std::string> flags = {"--config",  "--device", "--epochs",    "--batch-size",
+                                    "--lr",      "--seed",   "--threads",   "--data",
+                                    "--metrics", "--quiet",  "--log-level", "--plot",
+                                    "--log-placement", "--help", "--version"};
+  for (const auto& [flag, owner] : kCommandFlags) flags.push_back(flag);
+  const std::string guess = tandem::closest_name(a, flags);
+  return tandem::UsageError(
+      "unknown argument '" + a + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
+      "see trainer --help");
 }
 
 int run(int argc, char** argv) {
@@ -111,7 +167,9 @@ int run(int argc, char** argv) {
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw tandem::UsageError(a + " needs a value", "see trainer --help");
+      // "--epochs --quiet": the flag's value is missing, not the word "--quiet".
+      if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
+        throw tandem::UsageError(a + " needs a value", "see trainer --help");
       return args[++i];
     };
     if (a == "--help" || a == "-h") {
@@ -131,7 +189,7 @@ int run(int argc, char** argv) {
     } else if (a == "--lr") {
       r.lr = parse_double(a, value());
     } else if (a == "--seed") {
-      r.seed = static_cast<uint64_t>(parse_int(a, value()));
+      r.seed = parse_seed(a, value());
     } else if (a == "--threads") {
       r.threads = parse_int(a, value());
     } else if (a == "--data") {
@@ -175,11 +233,12 @@ int run(int argc, char** argv) {
       r.out_dir = value();
     } else if (command == "export-images" && a == "--limit-per-class") {
       const std::vector<std::string> n = split(value(), ',');
-      if (n.size() > 2) throw tandem::UsageError(a + " expects N or TRAIN,TEST, e.g. 30,10");
+      if (n.size() > 2)
+        throw tandem::UsageError(a + " expects N or TRAIN,TEST", "e.g. " + a + " 30,10");
       r.limit_per_class = parse_int(a, n[0]);
       r.test_limit_per_class = n.size() == 2 ? parse_int(a, n[1]) : r.limit_per_class;
     } else {
-      throw tandem::UsageError("unknown argument '" + a + "'", "see trainer --help");
+      throw unknown_argument(a, command);
     }
   }
   tandem::register_everything();

@@ -1,0 +1,170 @@
+// The config reader's messages for the mistakes a newcomer makes: each names the line at fault
+// and the likely fix, and every error carries a hint.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "engine/config.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+
+namespace tandem {
+namespace {
+
+const char* kGood = R"(name: tiny
+input: {shape: [1, 8, 8]}
+layers:
+  - conv2d: {filters: 4, kernel: 3, padding: 1}
+  - relu
+  - flatten
+  - dense: {units: 10}
+data: {format: synthetic, train_size: 32, test_size: 8}
+train:
+  epochs: 2
+  optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+  seed: 3
+)";
+
+struct Refusal {
+  std::string cause, hint;
+};
+
+// Parses and builds the graph; the error's cause and hint (the test fails when it is accepted).
+Refusal refusal_of(const std::string& text) {
+  try {
+    Config c = parse_config(text, "bad.yaml");
+    Graph g(c);
+  } catch (const ConfigError& e) {
+    return {e.cause(), e.hint()};
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return {};
+}
+
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(ConfigMessages, TabIndentationIsNamedAtItsLine) {
+  Refusal r = refusal_of(with("  epochs: 2", "\tepochs: 2"));
+  EXPECT_EQ(r.cause, "bad.yaml:10:1: malformed YAML: the line is indented with a tab");
+  EXPECT_EQ(r.hint, "YAML indents with spaces only: replace the tab with spaces");
+}
+
+TEST(ConfigMessages, SectionWithoutColonIsNamedAtItsLine) {
+  Refusal r = refusal_of(with("train:", "train"));
+  EXPECT_EQ(r.cause, "bad.yaml:9:1: malformed YAML: 'train' has no ':' after its key");
+  EXPECT_NE(r.hint.find("e.g. 'train:'"), std::string::npos) << r.hint;
+}
+
+TEST(ConfigMessages, KeyWithoutColonIsNamedWithTheFix) {
+  Refusal r = refusal_of(with("epochs: 2", "epochs 2"));
+  EXPECT_EQ(r.cause, "bad.yaml:10:1: malformed YAML: 'epochs 2' has no ':' after its key");
+  EXPECT_NE(r.hint.find("e.g. 'epochs: 2'"), std::string::npos) << r.hint;
+}
+
+TEST(ConfigMessages, LastKeyWithoutColonSuggestsTheColon) {
+  // The last key of a block parses as one key "seed 3" with no value.
+  Refusal r = refusal_of(with("seed: 3", "seed 3"));
+  EXPECT_NE(r.cause.find("train: 'seed 3': unknown key; did you mean 'seed: 3'?"),
+            std::string::npos)
+      << r.cause;
+  EXPECT_EQ(r.hint, "put ': ' (a colon and a space) between a key and its value");
+}
+
+TEST(ConfigMessages, FlowKeyWithoutColonSuggestsTheColon) {
+  Refusal r = refusal_of(with("filters: 4", "filters 4"));
+  EXPECT_NE(r.cause.find("did you mean 'filters: 4' for 'filters 4'?"), std::string::npos)
+      << r.cause;
+  EXPECT_EQ(r.hint, "put ': ' (a colon and a space) between a key and its value");
+}
+
+TEST(ConfigMessages, MisspeltRequiredKeyIsNamedWithTheRename) {
+  Refusal r = refusal_of(with("kernel: 3", "kernal: 3"));
+  EXPECT_NE(r.cause.find("layer 1 (conv2d): missing required key 'kernel'"), std::string::npos)
+      << r.cause;
+  EXPECT_NE(r.cause.find("did you mean 'kernel' for 'kernal'?"), std::string::npos) << r.cause;
+  EXPECT_EQ(r.hint, "rename 'kernal' to 'kernel'");
+}
+
+TEST(ConfigMessages, UnknownLayerTypeSuggestsTheNearest) {
+  const std::pair<const char*, const char*> cases[] = {{"  - relu\n", "  - rleu\n"},
+                                                       {"  - flatten\n", "  - Flatten\n"},
+                                                       {"- conv2d:", "- conv:"},
+                                                       {"- dense:", "- linear:"}};
+  const char* meant[] = {"relu", "flatten", "conv2d", "dense"};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    Refusal r = refusal_of(with(cases[i].first, cases[i].second));
+    EXPECT_NE(r.cause.find(std::string("; did you mean '") + meant[i] + "'?"), std::string::npos)
+        << r.cause;
+    EXPECT_NE(r.hint.find("known layer types: "), std::string::npos) << r.hint;
+  }
+}
+
+TEST(ConfigMessages, MisspeltLayersSectionIsNamedNotReportedMissing) {
+  Refusal r = refusal_of(with("layers:", "layer:"));
+  EXPECT_EQ(r.cause, "bad.yaml:3:1: 'layer': unknown key; did you mean 'layers'?");
+  EXPECT_EQ(r.hint, "rename 'layer' to 'layers'");
+}
+
+TEST(ConfigMessages, LongerSectionNameSuggestsTheKey) {
+  Refusal r = refusal_of(with("train:", "training:"));
+  EXPECT_NE(r.cause.find("'training': unknown key; did you mean 'train'?"), std::string::npos)
+      << r.cause;
+}
+
+TEST(ConfigMessages, OtherFrameworksNameSuggestsOurs) {
+  Refusal r = refusal_of(with("lr: 0.1", "learning_rate: 0.1"));
+  EXPECT_NE(r.cause.find("'learning_rate': unknown key; did you mean 'lr'?"), std::string::npos)
+      << r.cause;
+}
+
+TEST(ConfigMessages, EveryValueErrorCarriesAHint) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"filters: 4", "filters: four"},
+           {"units: 10", "units: 10.5"},
+           {"lr: 0.1", "lr: fast"},
+           {"lr: 0.1", "lr: -0.1"},
+           {"momentum: 0.9", "momentum: 0.9, nesterov: maybe"},
+           {"type: sgd", "type: sgdd"},
+           {"kernel: 3", "kernel: [3, x]"},
+           {"epochs: 2", "epochs: 0"}}) {
+    Refusal r = refusal_of(with(from, to));
+    EXPECT_FALSE(r.hint.empty()) << to << ": " << r.cause;
+  }
+}
+
+TEST(ConfigMessages, InfiniteLearningRateIsRefused) {
+  Refusal r = refusal_of(with("lr: 0.1", "lr: .inf"));
+  EXPECT_NE(r.cause.find("train.optimizer: 'lr': expected a positive learning rate"),
+            std::string::npos)
+      << r.cause;
+}
+
+TEST(ConfigMessages, ADuplicateKeyIsRefusedAtItsSecondPlace) {
+  // yaml-cpp keeps both: the run would silently train with the first learning rate.
+  Refusal r = refusal_of(with("lr: 0.1,", "lr: 0.1, lr: 0.5,"));
+  EXPECT_EQ(r.cause, "bad.yaml:11:35: train.optimizer: 'lr' appears twice (first at 11:26)");
+  EXPECT_EQ(r.hint, "keep one of them");
+  r = refusal_of(std::string("name: other\n") + kGood);
+  EXPECT_EQ(r.cause, "bad.yaml:2:1: 'name' appears twice (first at 1:1)");
+}
+
+TEST(ConfigMessages, AFolderGivenAsTheConfigIsNamed) {
+  const std::string dir = ::testing::TempDir() + "config_is_a_folder";
+  std::filesystem::create_directories(dir);
+  try {
+    load_config(dir);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.cause(), "'" + dir + "' is a folder, not a config file");
+    EXPECT_FALSE(e.hint().empty());
+  }
+}
+
+}  // namespace
+}  // namespace tandem

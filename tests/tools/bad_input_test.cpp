@@ -1,0 +1,252 @@
+// Bad command lines and output paths as a user types them: each one an error with a hint, a
+// non-zero exit, and nothing lost or half-written.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/tools/cli_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Result = tandem::test::CliResult;
+
+Result trainer(const std::string& args) { return tandem::test::run_trainer(args); }
+
+// A one-epoch run of the small synthetic model (well under a second).
+std::string small_config(const std::string& name) {
+  return tandem::test::write_temp_file(name + ".yaml", tandem::test::small_model_yaml(name) +
+                                                           "train: {epochs: 1, batch_size: 32}\n");
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(BadInput, HelpDescribesEachCommandUnderIt) {
+  Result r = trainer("--help");
+  ASSERT_EQ(r.status, 0);
+  const size_t export_images = r.out.find("trainer export-images");
+  const size_t description = r.out.find("write the data set as PNG image folders");
+  const size_t eval = r.out.find("trainer eval");
+  ASSERT_NE(description, std::string::npos) << r.out;
+  EXPECT_LT(export_images, description);
+  EXPECT_LT(description, eval);
+}
+
+TEST(BadInput, BatchSizeBeyondAnIntIsRefusedNotWrapped) {
+  // 4294967297 cast to int is 1: the run would train with batch size 1.
+  Result r = trainer("--config " + small_config("wrap") + " --batch-size 4294967297 --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --batch-size 4294967297 is out of range"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
+}
+
+TEST(BadInput, NonNumericBatchSizeNamesTheFlagWithAHint) {
+  Result r = trainer("--config " + small_config("nonnum") + " --batch-size abc --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --batch-size expects an integer, got 'abc'"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: give a whole number after --batch-size"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, ZeroEpochsIsRefusedWithAHint) {
+  Result r = trainer("--config " + small_config("zero") + " --epochs 0 --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --epochs must be at least 1\nhint: e.g. --epochs 5"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, NegativeSeedIsRefused) {
+  Result r = trainer("--config " + small_config("seed") + " --seed -1 --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --seed expects a non-negative integer, got '-1'"), std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, SeedsAboveAnIntAreTaken) {
+  Result r = trainer("--config " + small_config("bigseed") + " --seed 4294967297 --quiet");
+  EXPECT_EQ(r.status, 0) << r.out;
+}
+
+TEST(BadInput, NegativeOrInfiniteLearningRateIsRefused) {
+  for (const char* lr : {"-0.1", "inf", "nan"}) {
+    Result r = trainer("--config " + small_config("lr") + " --lr " + lr + " --quiet");
+    EXPECT_EQ(r.status, 2) << lr << ": " << r.out;
+    EXPECT_NE(r.out.find("error: --lr must be a positive finite number"), std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(BadInput, FlagFollowedByAnotherFlagNeedsAValue) {
+  Result r = trainer("--config " + small_config("noval") + " --epochs --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --epochs needs a value"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, MetricsAndPlotFoldersAreCreated) {
+  const std::string dir = ::testing::TempDir() + "bad_input_new_folder";
+  fs::remove_all(dir);
+  Result r = trainer("--config " + small_config("newdir") + " --quiet --metrics " + dir +
+                     "/runs/m.jsonl --plot " + dir + "/plots/p.png");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir + "/runs/m.jsonl"));
+#ifdef TANDEM_WITH_PLPLOT
+  EXPECT_GT(fs::file_size(dir + "/plots/p.png"), 0u);
+#endif
+}
+
+#ifdef TANDEM_WITH_PLPLOT
+TEST(BadInput, UnwritablePlotPathFailsBeforeTraining) {
+  // /proc takes no new file, even from root.
+  Result r = trainer("--config " + small_config("noplot") + " --plot /proc/tandem.png");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --plot /proc/tandem.png: cannot create files in /proc"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("PLPLOT"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, PlotPathThatIsAFolderIsRefusedAndKept) {
+  const std::string dir = ::testing::TempDir() + "bad_input_folder.png";
+  fs::create_directories(dir);
+  Result r = trainer("--config " + small_config("plotdir") + " --quiet --plot " + dir);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("is a folder"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_directory(dir));
+}
+#endif
+
+TEST(BadInput, UnwritableMetricsPathFailsBeforeTraining) {
+  Result r = trainer("--config " + small_config("nometrics") + " --metrics /proc/tandem.jsonl");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --metrics /proc/tandem.jsonl: cannot create files in /proc"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, MetricsPathThatIsAFolderIsRefused) {
+  const std::string dir = ::testing::TempDir() + "bad_input_metrics_folder";
+  fs::create_directories(dir);
+  Result r = trainer("--config " + small_config("metricsdir") + " --quiet --metrics " + dir);
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --metrics " + dir + " is a folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: give a file name, e.g. --metrics " + dir + "/metrics.jsonl"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, RunThatFailsBeforeItsFirstEpochKeepsTheOldMetricsFile) {
+  const std::string metrics = ::testing::TempDir() + "bad_input_old.jsonl";
+  std::ofstream(metrics) << "{\"epoch\": 1}\n";
+  Result r = trainer("--config " + small_config("keep") + " --quiet --metrics " + metrics +
+                     " --resume " + ::testing::TempDir() + "no_such.safetensors");
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_EQ(text_of(metrics), "{\"epoch\": 1}\n");
+}
+
+// The small model, and one of another width, trained for an epoch into a checkpoint folder.
+std::string checkpoint_of(const std::string& name, int units_first_dense) {
+  const std::string dir = ::testing::TempDir() + "bad_input_ckpt_" + name;
+  fs::remove_all(dir);
+  std::string yaml = tandem::test::small_model_yaml(name);
+  yaml.replace(yaml.find("filters: 4"), 10, "filters: " + std::to_string(units_first_dense));
+  const std::string config = tandem::test::write_temp_file(
+      name + ".yaml",
+      yaml + "train: {epochs: 1, batch_size: 64, checkpoint: {dir: " + dir + "}}\n");
+  Result r = trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 0) << r.out;
+  return dir;
+}
+
+TEST(BadInput, ResumingAnotherModelNamesTheModelBeforeTheBatchSize) {
+  // The checkpoint's batch size (64) differs from this run's (32) too: the model is what to fix.
+  const std::string dir = checkpoint_of("other_model", 6);
+  Result r =
+      trainer("--config " + small_config("this_model") + " --epochs 2 --quiet --resume " + dir);
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("holds another model: its layer 1 is conv2d_1 [6, 10, 10] (60 parameters), "
+                       "this config's is conv2d_1 [4, 10, 10] (40 parameters)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: resume with the config it was trained with (--config "),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, EvalWithAnotherModelsConfigSaysToLeaveItOut) {
+  const std::string dir = checkpoint_of("eval_model", 6);
+  Result r = trainer("eval --checkpoint " + dir + " --config " + small_config("eval_other"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("holds another model"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: leave out --config"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, AConfigGivenAsTheCheckpointIsNamedNotASafetensorsFile) {
+  Result r = trainer("eval --checkpoint " + small_config("not_a_checkpoint"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("is unusable: it is not a .safetensors file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("--resume"), std::string::npos) << "eval has no --resume: " << r.out;
+}
+
+TEST(BadInput, AnotherCommandsFlagSaysWhoseItIs) {
+  Result r = trainer("bench --config " + small_config("bench_flag") + " --resume x");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --resume is not a flag of bench\nhint: it belongs to training"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, AMisspeltFlagGetsTheNearest) {
+  Result r = trainer("--config " + small_config("flag_typo") + " --batchsize 3");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown argument '--batchsize'; did you mean '--batch-size'?"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, ExportImagesToAnUnwritablePlaceIsAUsageError) {
+  // It was an internal error (exit 70) with the filesystem's exception text.
+  Result r = trainer("export-images --config " + small_config("export_proc") + " --out /proc/x");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --out /proc/x: cannot create a folder in /proc"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("internal error"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
+  const fs::path parent = fs::path(::testing::TempDir()) / "bad_input_export";
+  fs::remove_all(parent);
+  fs::create_directories(parent / "out");  // an empty folder is taken, and a trailing '/' too
+  Result r = trainer("export-images --config " + small_config("export_ok") + " --out " +
+                     (parent / "out").string() + "/ --limit-per-class 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(parent)) names.push_back(e.path().filename());
+  EXPECT_EQ(names, std::vector<std::string>{"out"});
+  EXPECT_TRUE(fs::is_directory(parent / "out" / "train"));
+  EXPECT_TRUE(fs::is_directory(parent / "out" / "test"));
+}
+
+TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
+  Result r = trainer("--config " + small_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("error: cannot create checkpoint folder '/proc/tandem'"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing: " << r.out;
+}
+
+}  // namespace
