@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,13 +165,20 @@ int run(int argc, char** argv) {
   }
   tandem::RunRequest r;
   spdlog::set_level(spdlog::level::warn);
+  std::map<std::string, std::string> given;  // flag -> its value, so that a second one is refused
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
       // "--epochs --quiet": the flag's value is missing, not the word "--quiet".
       if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
         throw tandem::UsageError(a + " needs a value", "see trainer --help");
-      return args[++i];
+      const std::string flag = a == "-c" ? "--config" : a;
+      const std::string& v = args[++i];
+      // The last of two would win silently; --batch-sizes lists add up by design.
+      if (auto [first, fresh] = given.emplace(flag, v); !fresh && flag != "--batch-sizes")
+        throw tandem::UsageError(flag + " is given twice ('" + first->second + "', then '" + v + "')",
+                                 "give it once");
+      return v;
     };
     if (a == "--help" || a == "-h") {
       std::fputs(kHelp, stdout);

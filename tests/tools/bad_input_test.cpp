@@ -93,6 +93,34 @@ TEST(BadInput, FlagFollowedByAnotherFlagNeedsAValue) {
   EXPECT_NE(r.out.find("error: --epochs needs a value"), std::string::npos) << r.out;
 }
 
+TEST(BadInput, FlagGivenTwiceIsRefusedNamingBothValues) {
+  // Checked while the flags are read: neither the config nor the devices are looked at.
+  Result r = trainer("--config missing.yaml --device cpu --device gpu");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --device is given twice ('cpu', then 'gpu')\nhint: give it once"),
+            std::string::npos)
+      << r.out;
+  r = trainer("--config missing.yaml --epochs 1 --quiet --epochs 3");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --epochs is given twice ('1', then '3')"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, ShortAndLongConfigFlagCountAsOneFlag) {
+  Result r = trainer("-c a.yaml --config b.yaml");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --config is given twice ('a.yaml', then 'b.yaml')"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, RepeatedBatchSizesAddUpToOneList) {
+  Result r = trainer("bench --config " + small_config("sizes") +
+                     " --batch-sizes 8,16 --batch-sizes 32 --steps 1 --warmup 0 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* batch : {"\"batch_size\": 8,", "\"batch_size\": 16,", "\"batch_size\": 32,"})
+    EXPECT_NE(r.out.find(batch), std::string::npos) << batch << ": " << r.out;
+}
+
 TEST(BadInput, MetricsAndPlotFoldersAreCreated) {
   const std::string dir = ::testing::TempDir() + "bad_input_new_folder";
   fs::remove_all(dir);
