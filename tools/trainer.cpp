@@ -189,7 +189,14 @@ int run(int argc, char** argv) {
     } else if (a == "--config" || a == "-c") {
       r.config_path = value();
     } else if (a == "--device") {
-      r.devices = split(value(), ',');
+      const std::string v = value();
+      r.devices = split(v, ',');
+      for (const std::string& d : r.devices)
+        if (d.empty())
+          throw tandem::UsageError(
+              v.empty() ? "--device is empty" : "--device '" + v + "' has an empty entry",
+              "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, or a comma list of "
+              "them such as cpu,gpu");
     } else if (a == "--epochs") {
       r.epochs = parse_int(a, value());
     } else if (a == "--batch-size") {

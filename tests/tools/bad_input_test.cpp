@@ -121,6 +121,24 @@ TEST(BadInput, RepeatedBatchSizesAddUpToOneList) {
     EXPECT_NE(r.out.find(batch), std::string::npos) << batch << ": " << r.out;
 }
 
+TEST(BadInput, EmptyDeviceSaysSoAndListsTheAcceptedForms) {
+  Result r = trainer("--config missing.yaml --device ''");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --device is empty\nhint: give cpu, cpu:N (N threads), gpu, gpu:N "
+                       "(GPU number N), auto, or a comma list of them such as cpu,gpu"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("unknown device"), std::string::npos) << r.out;
+}
+
+TEST(BadInput, EmptyEntryOfADeviceListIsNamed) {
+  Result r = trainer("--config missing.yaml --device cpu,,gpu");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --device 'cpu,,gpu' has an empty entry\nhint: give cpu, cpu:N"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(BadInput, MetricsAndPlotFoldersAreCreated) {
   const std::string dir = ::testing::TempDir() + "bad_input_new_folder";
   fs::remove_all(dir);
