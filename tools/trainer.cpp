@@ -13,61 +13,9 @@
 #include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "tools/app.h"
+#include "tools/help.h"
 
 namespace {
-
-constexpr const char* kHelp =
-    R"(tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.
-
-usage:
-  trainer --config FILE [--device LIST] [flags]        train and evaluate
-  trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]
-  trainer devices                                      what this machine has
-  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]
-                                                       write the data set as PNG image folders
-  trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]
-                                                       test loss, accuracy, per class, confusion matrix
-  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with probabilities
-  trainer --help | --version
-
-devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
-  when it can run here, else the CPU (one line says why)
-  (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
-  side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
-
-flags (override the config):
-  --epochs N         epochs to train
-  --batch-size N     samples per step
-  --lr X             learning rate
-  --seed N           seed of the weights, shuffling and dropout
-  --threads N        CPU threads (default: every core)
-  --data DIR         data folder (replaces data.path)
-  --metrics FILE     per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)
-  --plot FILE.png    loss and accuracy per epoch, one line per device
-  --log-placement    which library primitive or algorithm ran each layer
-  --checkpoint-dir DIR  write DIR/epoch-E.safetensors (replaces train.checkpoint.dir; every
-                     train.checkpoint.every epochs, the newest train.checkpoint.keep kept)
-  --resume PATH      continue from a checkpoint file, or the newest in folder PATH; --epochs
-                     stays the total
-  --quiet            no start-up table and no progress bar
-  --log-level L      trace, debug, info, warn (default), error, off
-
-bench: throughput of training steps (forward, backward, update) and of inference on random
-data, median of --steps steps (20) after --warmup steps (5) that are not counted, for each
-device and batch size, with the speedup against the first device.
-  --batch-sizes LIST  e.g. 16,64,256 (default: the config's batch size or --batch-size)
-  --per-layer         forward and backward time, FLOPs and GFLOP/s of each layer
-  --plot FILE.png     throughput and speedup against batch size
-  --json              one JSON object per device and batch size
-
-Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
-checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
-
-exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
-6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched;
-8 a device of a list could not run (the others did; see its row); 70 internal error;
-130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
-)";
 
 int parse_int(const std::string& flag, const std::string& v) {
   const std::string hint = "give a whole number after " + flag + " (see trainer --help)";
@@ -135,6 +83,11 @@ const std::vector<std::pair<std::string, std::string>> kCommandFlags = {
     {"--top-k", "predict"},           {"--out", "export-images"},
     {"--limit-per-class", "export-images"}};
 
+// The help that lists a command's flags.
+std::string help_of(const std::string& command) {
+  return command == "train" ? "trainer --help" : "trainer " + command + " --help";
+}
+
 // A flag of another command says whose it is; a misspelt one gets the nearest flag.
 tandem::UsageError unknown_argument(const std::string& a, const std::string& command) {
   for (const auto& [flag, owner] : kCommandFlags)
@@ -150,7 +103,7 @@ tandem::UsageError unknown_argument(const std::string& a, const std::string& com
   const std::string guess = tandem::closest_name(a, flags);
   return tandem::UsageError(
       "unknown argument '" + a + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
-      "see trainer --help");
+      "see " + help_of(command));
 }
 
 int run(int argc, char** argv) {
@@ -163,6 +116,7 @@ int run(int argc, char** argv) {
     command = args[0];
     i = 1;
   }
+  const bool named = i == 1;  // "trainer bench --help" is bench's help, "trainer --help" all of it
   tandem::RunRequest r;
   spdlog::set_level(spdlog::level::warn);
   std::map<std::string, std::string> given;  // flag -> its value, so that a second one is refused
@@ -171,7 +125,7 @@ int run(int argc, char** argv) {
     auto value = [&]() -> std::string {
       // "--epochs --quiet": the flag's value is missing, not the word "--quiet".
       if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
-        throw tandem::UsageError(a + " needs a value", "see trainer --help");
+        throw tandem::UsageError(a + " needs a value", "see " + help_of(command));
       const std::string flag = a == "-c" ? "--config" : a;
       const std::string& v = args[++i];
       // The last of two would win silently; --batch-sizes lists add up by design.
@@ -181,7 +135,7 @@ int run(int argc, char** argv) {
       return v;
     };
     if (a == "--help" || a == "-h") {
-      std::fputs(kHelp, stdout);
+      std::fputs((named ? tandem::command_help(command) : tandem::general_help()).c_str(), stdout);
       return 0;
     } else if (a == "--version") {
       fmt::print("tandem {}\n", TANDEM_VERSION);

@@ -1,0 +1,214 @@
+// The trainer's help text, kept as one table that trainer --help and trainer COMMAND --help share.
+#include "tools/help.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tandem {
+
+namespace {
+
+struct Flag {
+  std::string name;  // with its value, as printed: "--epochs N"
+  std::string text;  // what it does; a '\n' continues it on the next line, under the first
+  // The list of trainer --help that shows it ("flags", "bench"), or "": its commands' help only.
+  std::string list;
+  std::vector<std::string> commands;  // whose help lists it
+};
+
+const std::vector<std::string> kEvery = {"train", "bench",         "devices",
+                                         "eval",  "export-images", "predict"};
+
+const std::vector<Flag> kFlags = {
+    {"--checkpoint FILE|DIR",
+     "the checkpoint file, or a folder: its newest",
+     "",
+     {"eval", "predict"}},
+    {"--config FILE",
+     "the model, data and training settings (YAML), e.g. configs/lenet.yaml",
+     "",
+     {"train", "bench", "export-images"}},
+    {"--config FILE",
+     "build the model from FILE (default: the config stored in the checkpoint)",
+     "",
+     {"eval", "predict"}},
+    {"--device LIST", "where to run: see devices below (default: cpu)", "", {"train", "bench"}},
+    {"--device D",
+     "the device to run on: cpu, cpu:THREADS, gpu, gpu:INDEX or auto (default: cpu)",
+     "",
+     {"eval", "predict"}},
+    {"--top-k K",
+     "the classes printed for each image, most probable first (default: 3)",
+     "",
+     {"predict"}},
+    {"--out DIR",
+     "a new or empty folder; writes DIR/train/CLASS/*.png and DIR/test/CLASS/*.png",
+     "",
+     {"export-images"}},
+    {"--limit-per-class N[,TEST_N]",
+     "at most N images per class, TEST_N of the test split (default: N);\n0: every image",
+     "",
+     {"export-images"}},
+    {"--epochs N", "epochs to train", "flags", {"train"}},
+    {"--batch-size N", "samples per step", "flags", {"train", "bench", "eval"}},
+    {"--lr X", "learning rate", "flags", {"train"}},
+    {"--seed N", "seed of the weights, shuffling and dropout", "flags", {"train"}},
+    {"--threads N",
+     "CPU threads (default: every core)",
+     "flags",
+     {"train", "bench", "eval", "predict"}},
+    {"--data DIR",
+     "data folder (replaces data.path)",
+     "flags",
+     {"train", "bench", "eval", "export-images"}},
+    {"--metrics FILE",
+     "per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)",
+     "flags",
+     {"train"}},
+    {"--plot FILE.png", "loss and accuracy per epoch, one line per device", "flags", {"train"}},
+    {"--log-placement",
+     "which library primitive or algorithm ran each layer",
+     "flags",
+     {"train", "bench"}},
+    {"--checkpoint-dir DIR",
+     "write DIR/epoch-E.safetensors (replaces train.checkpoint.dir; every\n"
+     "train.checkpoint.every epochs, the newest train.checkpoint.keep kept)",
+     "flags",
+     {"train"}},
+    {"--resume PATH",
+     "continue from a checkpoint file, or the newest in folder PATH; --epochs\nstays the total",
+     "flags",
+     {"train"}},
+    {"--quiet", "no start-up table and no progress bar", "flags", {"train", "bench"}},
+    {"--log-level L", "trace, debug, info, warn (default), error, off", "flags", kEvery},
+    {"--batch-sizes LIST",
+     "e.g. 16,64,256 (default: the config's batch size or --batch-size)",
+     "bench",
+     {"bench"}},
+    {"--per-layer",
+     "forward and backward time, FLOPs and GFLOP/s of each layer",
+     "bench",
+     {"bench"}},
+    {"--plot FILE.png", "throughput and speedup against batch size", "bench", {"bench"}},
+    {"--json", "one JSON object per device and batch size", "bench", {"bench"}},
+    {"--steps N", "steps measured, of which the median counts (default: 20)", "", {"bench"}},
+    {"--warmup N", "steps run before them and not counted (default: 5)", "", {"bench"}},
+};
+
+const std::string kDevices =
+    R"(devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
+  when it can run here, else the CPU (one line says why)
+  (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
+  side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
+)";
+
+const std::string kSignals =
+    R"(Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
+checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
+)";
+
+const std::string kExitStatus =
+    R"(exit status: 0 done; 2 bad command line; 3 bad config; 4 bad data; 5 device unusable;
+6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched;
+8 a device of a list could not run (the others did; see its row); 70 internal error;
+130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
+)";
+
+struct Command {
+  std::string name;
+  std::string usage;                      // its lines under "usage:" in trainer --help
+  std::string about;                      // its paragraph of trainer --help, or ""
+  std::vector<const std::string*> notes;  // paragraphs its own help adds after its flags
+  std::string example;
+};
+
+const std::vector<Command> kCommands = {
+    {"train",
+     "  trainer --config FILE [--device LIST] [flags]        train and evaluate\n",
+     "",
+     {&kDevices, &kSignals},
+     "trainer --config configs/lenet.yaml --device cpu,gpu --epochs 2"},
+    {"bench",
+     "  trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]\n",
+     R"(bench: throughput of training steps (forward, backward, update) and of inference on random
+data, median of --steps steps (20) after --warmup steps (5) that are not counted, for each
+device and batch size, with the speedup against the first device.
+)",
+     {&kDevices},
+     "trainer bench --config configs/cifar_cnn.yaml --device cpu,gpu --batch-sizes 16,64,256"},
+    {"devices",
+     "  trainer devices                                      what this machine has\n",
+     "",
+     {},
+     "trainer devices"},
+    {"export-images",
+     "  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]\n"
+     "                                                       write the data set as PNG image "
+     "folders\n",
+     "",
+     {},
+     "trainer export-images --config configs/lenet.yaml --out my-images --limit-per-class 30,10"},
+    {"eval",
+     "  trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]\n"
+     "                                                       test loss, accuracy, per class, "
+     "confusion matrix\n",
+     "",
+     {},
+     "trainer eval --checkpoint runs/lenet --device gpu"},
+    {"predict",
+     "  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with "
+     "probabilities\n",
+     "",
+     {},
+     "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
+};
+
+// One flag a line, its text from column `width` + 2 on (two spaces after a longer name), the
+// text's further lines from column 21.
+std::string flag_rows(const std::vector<const Flag*>& flags, size_t width = 19) {
+  std::string out;
+  for (const Flag* f : flags) {
+    out +=
+        "  " + f->name + std::string(f->name.size() + 2 > width ? 2 : width - f->name.size(), ' ');
+    for (char ch : f->text) out += ch == '\n' ? "\n" + std::string(21, ' ') : std::string(1, ch);
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<const Flag*> flags_of_list(const std::string& list) {
+  std::vector<const Flag*> out;
+  for (const Flag& f : kFlags)
+    if (f.list == list) out.push_back(&f);
+  return out;
+}
+
+}  // namespace
+
+std::string general_help() {
+  std::string s =
+      "tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.\n\nusage:\n";
+  for (const Command& c : kCommands) s += c.usage;
+  s += "  trainer --help | --version\n\n" + kDevices + "\nflags (override the config):\n" +
+       flag_rows(flags_of_list("flags")) + "\n";
+  for (const Command& c : kCommands)
+    if (c.name == "bench") s += c.about + flag_rows(flags_of_list("bench"), 20) + "\n";
+  return s + kSignals + "\n" + kExitStatus;
+}
+
+std::string command_help(const std::string& command) {
+  const auto c = std::find_if(kCommands.begin(), kCommands.end(),
+                              [&](const Command& k) { return k.name == command; });
+  if (c == kCommands.end()) return general_help();
+  std::string s = "usage:\n" + c->usage;
+  if (!c->about.empty()) s += "\n" + c->about;
+  std::vector<const Flag*> flags;
+  for (const Flag& f : kFlags)
+    if (std::find(f.commands.begin(), f.commands.end(), command) != f.commands.end())
+      flags.push_back(&f);
+  s += "\nflags:\n" + flag_rows(flags);
+  for (const std::string* note : c->notes) s += "\n" + *note;
+  return s + "\nexample:\n  " + c->example + "\n";
+}
+
+}  // namespace tandem
