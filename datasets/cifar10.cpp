@@ -21,9 +21,10 @@ const char* kHint =
 
 }  // namespace
 
-Dataset load_cifar10(const std::string& folder, bool train, int classes, bool keep_pixels) {
+Dataset load_cifar10(const std::string& folder, bool train, int classes, bool keep_pixels,
+                     const std::string& from) {
   const std::string what = train ? "train" : "test";
-  data_io::require_folder(folder, "CIFAR-10 " + what, kHint);
+  data_io::require_folder(folder, "CIFAR-10 " + what, kHint, from);
   std::vector<std::string> names;
   if (train)
     for (int i = 1; i <= 5; ++i) names.push_back("data_batch_" + std::to_string(i) + ".bin");

@@ -12,6 +12,7 @@ namespace tandem {
 // whole number of records and that every label is below 10 and below `classes` (when classes > 0).
 // Throws DataError naming the missing batches, or the file and record at fault. keep_pixels
 // false: the data set reads each image from its file when asked instead.
-Dataset load_cifar10(const std::string& folder, bool train, int classes, bool keep_pixels = true);
+Dataset load_cifar10(const std::string& folder, bool train, int classes, bool keep_pixels = true,
+                     const std::string& from = "");  // from: as in load_mnist
 
 }  // namespace tandem

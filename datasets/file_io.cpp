@@ -157,13 +157,17 @@ void RecordFile::read(uint64_t offset, size_t n, uint8_t* out) const {
                     "restore the file (download it again) and restart training");
 }
 
-void require_folder(const std::string& folder, const std::string& what, const std::string& hint) {
+void require_folder(const std::string& folder, const std::string& what, const std::string& hint,
+                    const std::string& from) {
   if (folder.empty()) throw DataError("no folder is given for the " + what + " data", hint);
+  const std::string given = from.empty() ? "" : ", given by " + from + ",";
   std::error_code ec;
   if (!fs::exists(folder, ec))
-    throw DataError("the " + what + " data folder '" + folder + "' does not exist", hint);
+    throw DataError("the " + what + " data folder '" + folder + "'" + given + " does not exist",
+                    hint);
   if (!fs::is_directory(folder, ec))
-    throw DataError("the " + what + " data path '" + folder + "' is not a folder", hint);
+    throw DataError("the " + what + " data path '" + folder + "'" + given + " is not a folder",
+                    hint);
 }
 
 std::string find_first(const std::string& folder, const std::vector<std::string>& names) {

@@ -34,8 +34,10 @@ class RecordFile {
 };
 
 // Throws DataError when `folder` is empty or is not a directory; `what` names the data set
-// ("MNIST train") and `hint` says how to fix it.
-void require_folder(const std::string& folder, const std::string& what, const std::string& hint);
+// ("MNIST train"), `from` where the folder was given ("data.path in FILE", "--data", or "") and
+// `hint` says how to fix it.
+void require_folder(const std::string& folder, const std::string& what, const std::string& hint,
+                    const std::string& from = "");
 
 // The first of `names` that exists in `folder` as a regular file, or "" when none does.
 std::string find_first(const std::string& folder, const std::vector<std::string>& names);

@@ -118,7 +118,7 @@ bool is_image_file(const std::string& name) {
 
 Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
-                          const std::vector<std::string>& known_classes) {
+                          const std::vector<std::string>& known_classes, const std::string& from) {
   if (input_shape.rank() != 3 || input_shape[0] < 1 || input_shape[0] > 4)
     throw DataError(
         "image folders need a model input of (channels, height, width) with 1 to 4 "
@@ -126,7 +126,7 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
             input_shape.str(),
         "set the model's input to {shape: [C, H, W]}, e.g. [1, 28, 28] for gray or "
         "[3, 32, 32] for RGB images (add a flatten layer before dense layers)");
-  data_io::require_folder(folder, "image folder " + what, kLayoutHint);
+  data_io::require_folder(folder, "image folder " + what, kLayoutHint, from);
   const int c = static_cast<int>(input_shape[0]), h = static_cast<int>(input_shape[1]),
             w = static_cast<int>(input_shape[2]);
 

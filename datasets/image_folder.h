@@ -24,9 +24,12 @@ struct ImageFolderOptions {
 // (the test split) every sub-folder must be one of them, and the labels index into them.
 // Throws DataError naming the folder or file at fault: missing folder, no class folders, a class
 // without images, an image that does not decode (unless skip_bad), a size mismatch with resize off.
+// `from` says where the folder was given ("data.path in FILE", "--data"), for the message when it
+// is missing.
 Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
-                          const std::vector<std::string>& known_classes = {});
+                          const std::vector<std::string>& known_classes = {},
+                          const std::string& from = "");
 
 // The image files in the class sub-folders of `folder` (0 where it cannot be listed): the samples
 // load_image_folder would decode.

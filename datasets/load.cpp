@@ -54,6 +54,7 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
   DataSplits s;
   const std::string& train = config.train_path;
   const std::string& test = config.test_path.empty() ? config.train_path : config.test_path;
+  const std::string& test_from = config.test_path.empty() ? config.train_from : config.test_from;
   if (config.format == "synthetic") {
     Shape shape = config.shape.rank() ? config.shape : input_shape;
     s.train = make_synthetic(shape, config.classes, config.train_size, config.seed, true);
@@ -64,11 +65,11 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
                       "set data.path to the folder holding the data set's files (or pass --data)");
     // The record files are checked and opened first; the pixels are read in when both splits fit.
     if (config.format == "mnist") {
-      s.train = load_mnist(train, true, input_shape, classes, false);
-      s.test = load_mnist(test, false, input_shape, classes, false);
+      s.train = load_mnist(train, true, input_shape, classes, false, config.train_from);
+      s.test = load_mnist(test, false, input_shape, classes, false, test_from);
     } else {
-      s.train = load_cifar10(train, true, classes, false);
-      s.test = load_cifar10(test, false, classes, false);
+      s.train = load_cifar10(train, true, classes, false, config.train_from);
+      s.test = load_cifar10(test, false, classes, false, test_from);
     }
     if (fits_cache(decoded_bytes(s), config.cache_mb)) {
       cache_samples(s.train);
@@ -81,9 +82,10 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
         count_image_files(config.train_path) + count_image_files(config.test_path);
     const ImageFolderOptions options{config.resize, config.skip_bad,
                                      fits_cache(files * input_shape.numel(), config.cache_mb)};
-    s.train = load_image_folder(config.train_path, "train", input_shape, classes, options);
+    s.train = load_image_folder(config.train_path, "train", input_shape, classes, options, {},
+                                config.train_from);
     s.test = load_image_folder(config.test_path, "test", input_shape, classes, options,
-                               s.train.class_names);
+                               s.train.class_names, config.test_from);
   } else {
     throw DataError("unknown data format '" + config.format + "'" + at(config),
                     "use one of: mnist, cifar10, image_folder, synthetic");

@@ -73,9 +73,9 @@ void check_length(const std::string& path, size_t actual, uint64_t expected, uin
 }  // namespace
 
 Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes,
-                   bool keep_pixels) {
+                   bool keep_pixels, const std::string& from) {
   const std::string what = train ? "train" : "test";
-  data_io::require_folder(folder, "MNIST " + what, kHint);
+  data_io::require_folder(folder, "MNIST " + what, kHint, from);
   std::string images_path = find_idx(folder, train, "images", what);
   std::string labels_path = find_idx(folder, train, "labels", what);
 

@@ -13,7 +13,8 @@ namespace tandem {
 // match `input_shape` (1,H,W) (or a flat (H*W) input) and that every label is below `classes`
 // (unchecked when classes <= 0). Throws DataError naming the file, and the record where one is at
 // fault. keep_pixels false: the data set reads each image from the file when asked instead.
+// `from` says where the folder was given, for the message when it is missing.
 Dataset load_mnist(const std::string& folder, bool train, const Shape& input_shape, int classes,
-                   bool keep_pixels = true);
+                   bool keep_pixels = true, const std::string& from = "");
 
 }  // namespace tandem

@@ -396,11 +396,15 @@ Config parse(const YAML::Node& root, const std::string& file) {
   c.data.format = data.get_choice("format", "synthetic", {"mnist", "cifar10", "image_folder", "synthetic"});
   DataConfig folders;
   folders.format = c.data.format;
-  set_data_path(folders, resolve_path(data.get_string("path", ""), file));
+  set_data_path(folders, resolve_path(data.get_string("path", ""), file), "data.path in " + file);
   c.data.train_path = resolve_path(data.get_string("train", ""), file);
   c.data.test_path = resolve_path(data.get_string("test", ""), file);
-  if (c.data.train_path.empty()) c.data.train_path = folders.train_path;
-  if (c.data.test_path.empty()) c.data.test_path = folders.test_path;
+  c.data.train_from = "data.train in " + file;
+  c.data.test_from = "data.test in " + file;
+  if (c.data.train_path.empty())
+    c.data.train_path = folders.train_path, c.data.train_from = folders.train_from;
+  if (c.data.test_path.empty())
+    c.data.test_path = folders.test_path, c.data.test_from = folders.test_from;
   if (c.data.format != "synthetic" && c.data.train_path.empty())
     data.fail("", "data.path (or data.train and data.test) is required for format " + c.data.format);
   if (c.data.format == "image_folder" && c.data.test_path.empty())
@@ -541,10 +545,11 @@ Config parse(const YAML::Node& root, const std::string& file) {
 
 }  // namespace
 
-void set_data_path(DataConfig& data, const std::string& folder) {
+void set_data_path(DataConfig& data, const std::string& folder, const std::string& from) {
   const bool split = data.format == "image_folder" && !folder.empty();
   data.train_path = split ? (fs::path(folder) / "train").string() : folder;
   data.test_path = split ? (fs::path(folder) / "test").string() : folder;
+  data.train_from = data.test_from = from;
 }
 
 namespace {

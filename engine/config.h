@@ -80,6 +80,7 @@ struct AugmentConfig {
 struct DataConfig {
   std::string format = "synthetic";  // mnist | cifar10 | image_folder | synthetic
   std::string train_path, test_path; // resolved folders (mnist, cifar10, image_folder)
+  std::string train_from, test_from; // where each was given, for messages: "data.path in FILE"
   std::vector<float> mean, std;      // per channel, on [0,1] pixel values; empty: 0 and 1
   AugmentConfig augment;             // training split only
   Shape shape;                       // synthetic: sample shape (defaults to the model input)
@@ -151,8 +152,9 @@ struct Config {
 std::string closest_name(const std::string& typed, const std::vector<std::string>& known);
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
-// sub-folders, for the other formats at the folder itself.
-void set_data_path(DataConfig& data, const std::string& folder);
+// sub-folders, for the other formats at the folder itself. `from` says where it was given
+// ("data.path in FILE", "--data").
+void set_data_path(DataConfig& data, const std::string& folder, const std::string& from);
 
 // Reads and validates a config file; throws ConfigError ("file:line:col: ...") on any problem.
 Config load_config(const std::string& path);

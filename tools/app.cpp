@@ -87,7 +87,7 @@ Config load_config_with_overrides(const RunRequest& r) {
     if (*r.threads < 1) throw UsageError("--threads must be at least 1", "e.g. --threads 2");
     c.train.threads = *r.threads;
   }
-  if (r.data) set_data_path(c.data, *r.data);
+  if (r.data) set_data_path(c.data, *r.data, "--data");
   if (!r.checkpoint_dir.empty()) c.train.checkpoint.dir = r.checkpoint_dir;
   return c;
 }

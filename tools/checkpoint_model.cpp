@@ -28,7 +28,7 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
             ? (std::filesystem::path(m.path).parent_path() / "config.yaml").string()
             : m.meta.config_file;
     m.config = parse_config(m.meta.config_text, file);
-    if (r.data) set_data_path(m.config.data, *r.data);
+    if (r.data) set_data_path(m.config.data, *r.data, "--data");
     if (r.batch_size) m.config.train.batch_size = *r.batch_size;
     if (r.threads) m.config.train.threads = *r.threads;
   }

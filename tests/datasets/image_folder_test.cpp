@@ -60,7 +60,7 @@ TEST(ImageFolder, TestSplitUsesTheTrainMappingAndMayLackAClass) {
   write_classes(dir.file("test"), {"cat"});
   DataConfig c;
   c.format = "image_folder";
-  set_data_path(c, dir.str());
+  set_data_path(c, dir.str(), "");
   DataSplits s = load_data(c, Shape{1, 4, 4}, 3);
   ASSERT_EQ(s.test.size(), 2);
   EXPECT_EQ(s.test.labels[0], 2);
@@ -73,7 +73,7 @@ TEST(ImageFolder, TestClassUnknownToTrainIsNamed) {
   write_classes(dir.file("test"), {"ant", "wasp"});
   DataConfig c;
   c.format = "image_folder";
-  set_data_path(c, dir.str());
+  set_data_path(c, dir.str(), "");
   std::string msg = data_error([&] { load_data(c, Shape{1, 4, 4}, 2); });
   EXPECT_TRUE(contains(msg, "test/wasp")) << msg;
 }
@@ -274,7 +274,7 @@ void expect_round_trip(const std::string& data_yaml, const std::string& shape, i
   DataConfig exported;
   exported.format = "image_folder";
   exported.resize = false;
-  set_data_path(exported, r.out_dir);
+  set_data_path(exported, r.out_dir, "--data");
   DataSplits back = load_data(exported, source.input, classes);
   for (auto [a, b] : {std::pair{&original.train, &back.train}, {&original.test, &back.test}}) {
     ASSERT_EQ(a->size(), b->size());

@@ -51,10 +51,43 @@ TEST(TrainerCli, BadConfigExitsThreeWithFileAndLine) {
       << r.out;
 }
 
-TEST(TrainerCli, MissingDataFolderExitsFourAndNamesIt) {
-  Result r = trainer("--config " + source("configs/lenet.yaml") + " --data /nonexistent/mnist --quiet");
+TEST(TrainerCli, MissingDataFolderExitsFourNamingItAndTheFlagItCameFrom) {
+  Result r =
+      trainer("--config " + source("configs/lenet.yaml") + " --data /nonexistent/mnist --quiet");
   EXPECT_EQ(r.status, 4);
-  EXPECT_NE(r.out.find("/nonexistent/mnist"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error: the MNIST train data folder '/nonexistent/mnist', given by --data, "
+                       "does not exist\nhint: download the MNIST IDX files"),
+            std::string::npos)
+      << r.out;
+}
+
+// A model for 28x28 MNIST digits with the given data section.
+std::string mnist_config(const std::string& name, const std::string& data) {
+  return write_temp(name + ".yaml",
+                    "input: {shape: [1, 28, 28]}\nlayers:\n  - flatten\n  - dense: {units: 10}\n"
+                    "data: " + data + "\n");
+}
+
+TEST(TrainerCli, MissingDataFolderFromTheConfigNamesTheKeyAndTheFile) {
+  const std::string config = mnist_config("missing_path", "{format: mnist, path: /nonexistent/m}");
+  Result r = trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.out.find("error: the MNIST train data folder '/nonexistent/m', given by data.path "
+                       "in " + config + ", does not exist\nhint: download the MNIST IDX files"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(TrainerCli, MissingTestFolderNamesDataTest) {
+  const std::string config =
+      mnist_config("missing_test", "{format: mnist, train: " + source("datasets/mnist-sample") +
+                                       ", test: /nonexistent/t}");
+  Result r = trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 4);
+  EXPECT_NE(r.out.find("error: the MNIST test data folder '/nonexistent/t', given by data.test "
+                       "in " + config + ", does not exist"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(TrainerCli, UnknownDeviceListsTheKnownOnes) {
