@@ -206,7 +206,8 @@ std::string command_help(const std::string& command) {
   for (const Flag& f : kFlags)
     if (std::find(f.commands.begin(), f.commands.end(), command) != f.commands.end())
       flags.push_back(&f);
-  s += "\nflags:\n" + flag_rows(flags);
+  // Aligned as in the general help, where bench's own flags (--batch-sizes LIST) take 20.
+  s += "\nflags:\n" + flag_rows(flags, command == "bench" ? 20 : 19);
   for (const std::string* note : c->notes) s += "\n" + *note;
   return s + "\nexample:\n  " + c->example + "\n";
 }
