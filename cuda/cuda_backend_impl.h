@@ -132,6 +132,17 @@ class CudaBackend : public Backend {
                        uint64_t offset) override;
   void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) override;
 
+  void batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& gamma, const Tensor& beta, float momentum,
+                                  float eps) override;
+  void batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean,
+                                   const Tensor& running_var, float eps) override;
+  void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                          const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_inv_std) override;
+
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                    const AdamParams& p) override;

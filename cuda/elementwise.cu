@@ -2,10 +2,11 @@
 //
 // Plain grid-stride kernels rather than cuDNN's activation API: the interface's relu-family
 // backward uses the forward input x and sigmoid/tanh use y, which a kernel states directly.
-// bias_backward reduces in a fixed order (two stages), so it is deterministic.
+// bias_backward reduces in a fixed order (channel_sum.cuh), so it is deterministic.
 #include <algorithm>
 #include <cmath>
 
+#include "cuda/channel_sum.cuh"
 #include "cuda/cuda_backend_impl.h"
 #include "engine/rng.h"
 
@@ -25,40 +26,15 @@ __global__ void bias_add_kernel(float* y, const float* b, int64_t n, int64_t c, 
   GRID_STRIDE(i, n) y[i] += b[(i / inner) % c];
 }
 
-// Bias gradient in two fixed-order stages, so it is deterministic without atomics: block
-// (ch * parts + part) sums the part-th slice of channel ch's batch*inner values of dy (N,C,inner)
-// into partial, then one thread per channel adds its parts in order. One block per channel alone
-// would leave most SMs idle on a conv layer's few channels.
-__global__ void bias_partial_kernel(float* partial, const float* dy, int64_t c, int64_t inner,
-                                    int64_t count, int64_t chunk, int parts) {
-  __shared__ float buf[kThreads];
-  const int64_t ch = blockIdx.x / parts;
-  const int64_t begin = (blockIdx.x % parts) * chunk, end = min(begin + chunk, count);
-  // (n, k) of value j = n*inner + k, advanced by blockDim without a division per value.
-  int64_t j = begin + threadIdx.x, n = j / inner, k = j % inner;
-  const int64_t dn = blockDim.x / inner, dk = blockDim.x % inner;
-  float s = 0.f;
-  for (; j < end; j += blockDim.x) {
-    s += dy[(n * c + ch) * inner + k];
-    n += dn, k += dk;
-    if (k >= inner) k -= inner, ++n;
-  }
-  buf[threadIdx.x] = s;
-  __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {  // blockDim is kThreads, 2^k
-    if (threadIdx.x < stride) buf[threadIdx.x] += buf[threadIdx.x + stride];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partial[blockIdx.x] = buf[0];
-}
-
-__global__ void bias_sum_parts_kernel(float* db, const float* partial, int64_t c, int parts) {
-  GRID_STRIDE(ch, c) {
-    float s = 0.f;
-    for (int part = 0; part < parts; ++part) s += partial[ch * parts + part];
-    db[ch] = s;
-  }
-}
+// The bias gradient's summands and where the channel sums go (channel_sum.cuh).
+struct BiasValue {
+  const float* dy;
+  __device__ float2 operator()(int64_t i, int64_t) const { return make_float2(dy[i], 0.f); }
+};
+struct BiasFinish {
+  float* db;
+  __device__ void operator()(int64_t ch, float2 s) const { db[ch] = s.x; }
+};
 
 __global__ void add_kernel(float* y, const float* a, const float* b, int64_t n) {
   GRID_STRIDE(i, n) y[i] = a[i] + b[i];
@@ -152,18 +128,7 @@ void CudaBackend::bias_backward(Tensor& db, const Tensor& dy) {
   int64_t n, c, inner;
   channel_geometry(dy, &n, &c, &inner);
   expect_numel(db, c, "bias gradient");
-  if (c == 0) return;
-  // Parts of at least 16 values a thread, at most 64 per channel: enough blocks for every SM.
-  const int64_t count = n * inner;
-  const int parts = static_cast<int>(std::clamp<int64_t>(count / (16 * kThreads), 1, 64));
-  const int64_t chunk = (count + parts - 1) / parts;
-  auto partial = scratch(static_cast<size_t>(c * parts) * sizeof(float));
-  auto* pp = static_cast<float*>(partial.get());
-  bias_partial_kernel<<<static_cast<unsigned>(c * parts), kThreads, 0, stream_>>>(
-      pp, dy.data(), c, std::max<int64_t>(inner, 1), count, chunk, parts);
-  CUDA_CHECK_LAUNCH();
-  bias_sum_parts_kernel<<<grid_for(c), kThreads, 0, stream_>>>(db.data(), pp, c, parts);
-  CUDA_CHECK_LAUNCH();
+  channel_sums(*this, n, c, inner, BiasValue{dy.data()}, BiasFinish{db.data()});
 }
 
 void CudaBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {

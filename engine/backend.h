@@ -153,6 +153,25 @@ class Backend {
                                uint64_t offset) = 0;
   virtual void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) = 0;
 
+  // --- batch normalization: per channel (axis 1) over every other axis, M = numel / C values ---
+  // Training: y = gamma * (x - mean) * inv_std + beta with the batch's mean and biased variance,
+  // inv_std = 1 / sqrt(var + eps); saves mean and inv_std (C) for the backward and moves the
+  // running statistics, r = (1 - momentum) r + momentum * batch value, the variance unbiased
+  // (M / (M - 1)), as PyTorch does. Needs M > 1.
+  virtual void batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                          Tensor& running_mean, Tensor& running_var,
+                                          const Tensor& x, const Tensor& gamma,
+                                          const Tensor& beta, float momentum, float eps) = 0;
+  // Inference: y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta.
+  virtual void batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, const Tensor& running_mean,
+                                           const Tensor& running_var, float eps) = 0;
+  // dgamma, dbeta (C, overwritten) and dx (null: not needed) from dy, the forward's x, gamma and
+  // the statistics it saved.
+  virtual void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                                  const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_inv_std) = 0;
+
   // --- optimizer updates (in place on w and the state tensors) ---
   virtual void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) = 0;
   virtual void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,

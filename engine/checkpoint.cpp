@@ -406,6 +406,7 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
 NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer) {
   NamedTensors out;
   for (Param* p : graph.params()) out.emplace_back(p->name, p->value);
+  for (auto& b : graph.buffers()) out.push_back(std::move(b));
   for (auto& s : optimizer.state()) out.push_back(s);
   return out;
 }

@@ -39,7 +39,8 @@ struct CheckpointMeta {
 // storage, so reading into them fills the graph's and the optimizer's own tensors.
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-// Every parameter of the graph, then every optimizer state tensor.
+// Every parameter of the graph, its buffers (running statistics), then every optimizer state
+// tensor.
 NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer);
 
 // Writes the tensors (downloaded from their backends) and the metadata atomically: a temporary

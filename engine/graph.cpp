@@ -1,6 +1,7 @@
 // Graph construction (shape checks, default initialisation), placement, forward and backward.
 #include "engine/graph.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -156,6 +157,19 @@ std::vector<Param*> Graph::params() {
   for (auto& layer : layers_)
     for (Param& p : layer->params()) out.push_back(&p);
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Graph::buffers() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& layer : layers_)
+    for (auto& b : layer->buffers()) out.push_back(std::move(b));
+  return out;
+}
+
+int64_t Graph::min_training_batch() const {
+  int64_t n = 1;
+  for (const auto& layer : layers_) n = std::max(n, layer->min_training_batch());
+  return n;
 }
 
 std::vector<SummaryRow> Graph::summary() const {

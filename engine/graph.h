@@ -65,6 +65,10 @@ class Graph {
   Tensor input_gradient(size_t layer, int64_t n) const;
 
   std::vector<Param*> params();
+  // Every layer's buffers (Layer::buffers), in model order; valid after allocate().
+  std::vector<std::pair<std::string, Tensor>> buffers();
+  // Fewest samples a training batch may hold (Layer::min_training_batch).
+  int64_t min_training_batch() const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   std::vector<SummaryRow> summary() const;
   const Shape& input_shape() const { return input_shape_; }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/backend.h"
@@ -70,6 +71,12 @@ class Layer {
   virtual int64_t flops() const { return 0; }
   // True where y is x reshaped (flatten): the graph then shares storage instead of copying.
   virtual bool is_view() const { return false; }
+  // Fewest samples a training batch may hold (batch normalization of a flat input needs 2).
+  virtual int64_t min_training_batch() const { return 1; }
+  // Tensors of the model that are not trained (batch normalization's running statistics), by name
+  // ("batchnorm_1.running_mean"): allocated and set by allocate(), saved and restored with the
+  // params by checkpoints. They share storage with the layer's own.
+  virtual std::vector<std::pair<std::string, Tensor>> buffers() { return {}; }
   // The default initialisation of weights, given the next layer's type.
   virtual void choose_init(const std::string& /*next_type*/) {}
 

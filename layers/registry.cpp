@@ -1,6 +1,7 @@
 // Registers every layer type and loss of layers/ under its config name.
 #include "engine/layer_registry.h"
 #include "layers/activation.h"
+#include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
 #include "layers/dropout.h"
@@ -18,6 +19,7 @@ void register_builtin_layers() {
     register_layer(t, [t](ConfigMap& a) { return std::make_unique<Pool2d>(a, t); });
   for (const char* t : {"relu", "leaky_relu", "sigmoid", "tanh"})
     register_layer(t, [t](ConfigMap& a) { return std::make_unique<ActivationLayer>(a, t); });
+  register_layer("batchnorm", [](ConfigMap& a) { return std::make_unique<BatchNorm>(a); });
   register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
   register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });
   register_loss("softmax_cross_entropy", [] { return std::make_unique<SoftmaxCrossEntropy>(); });

@@ -318,6 +318,26 @@ void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) 
   fmt::print("plot written to {}\n", path);
 }
 
+// Batch normalization of a flat input cannot train on a batch of one sample: said before training,
+// not at the end of the first epoch.
+void check_training_batches(const Config& c, const Graph& model, int64_t train_samples) {
+  const int64_t need = model.min_training_batch(), b = c.train.batch_size;
+  if (need <= 1) return;
+  if (b < need)
+    throw ConfigError(fmt::format("{}: train.batch_size {}: the model's batch normalization of a "
+                                  "flat input needs at least {} samples a batch",
+                                  c.file, b, need),
+                      fmt::format("set train.batch_size (or --batch-size) to {} or more", need));
+  const int64_t last = train_samples % b;
+  if (!c.train.drop_last && last > 0 && last < need)
+    throw ConfigError(
+        fmt::format("{}: the last batch of each epoch would hold {} sample ({} train samples in "
+                    "batches of {}); the model's batch normalization of a flat input needs at "
+                    "least {}",
+                    c.file, last, train_samples, b, need),
+        "set train.drop_last: true, or a batch size that leaves more samples over");
+}
+
 int exit_status(size_t ran, size_t total) {
   if (ran == total) return 0;
   return static_cast<int>(ran ? ExitCode::kPartial : ExitCode::kDevice);
@@ -332,6 +352,7 @@ int run_train(const RunRequest& r) {
   DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
   const Dataset val = hold_out(data.train, config.data.val_split, config.train.seed);
   const std::string normalise = apply_normalize_auto(config.data, data.train);
+  check_training_batches(config, model, data.train.size());
   const bool many = devices.size() > 1;
   if (many && !r.resume.empty())
     throw UsageError("--resume continues one run, on one device", "pass a single --device");

@@ -1,0 +1,34 @@
+// batchnorm: normalizes each channel with the batch's statistics while training and with running
+// averages of them in eval, then scales and shifts it (Ioffe & Szegedy; PyTorch's BatchNorm1d/2d).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/layer.h"
+
+namespace tandem {
+
+class BatchNorm : public Layer {
+ public:
+  explicit BatchNorm(ConfigMap& args);  // keys: momentum (0.1), eps (1e-5)
+  std::string type() const override { return "batchnorm"; }
+  // (C,H,W): per channel over the batch and the positions; (C): per feature over the batch.
+  Shape setup(const Shape& in) override;
+  void allocate(Backend& backend, int64_t max_batch) override;
+  void forward(Context& ctx, const Tensor& x, Tensor& y) override;
+  void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  int64_t flops() const override { return 2 * in_.numel(); }
+  int64_t min_training_batch() const override { return in_.rank() == 1 ? 2 : 1; }
+  std::vector<std::pair<std::string, Tensor>> buffers() override;
+
+ private:
+  float momentum_, eps_;
+  Tensor running_mean_, running_var_;  // the model's, saved in checkpoints
+  Tensor mean_, inv_std_;              // the last training forward's, for its backward
+};
+
+}  // namespace tandem
