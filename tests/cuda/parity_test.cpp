@@ -142,6 +142,36 @@ TEST_F(Parity, AddAlsoInPlace) {
   EXPECT_LT(error(a), kTol);
 }
 
+// Training forward (output, saved statistics, running averages), inference and backward; the
+// sums run in another order on each device (double on the CPU, float blocks on the GPU).
+TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
+  uint32_t seed = 40;
+  for (const Shape& s : {Shape{8, 16, 12, 12}, Shape{128, 32, 16, 16}, Shape{128, 512}, Shape{3, 5}}) {
+    SCOPED_TRACE(s.str());
+    const Shape c{s[1]};
+    Pair x = make(s, random(s.numel(), seed++, -2.f, 6.f)), gamma = make(c, seed++),
+         beta = make(c, seed++);
+    Pair rm = make(c, seed++), rv = make(c, random(c.numel(), seed++, 0.5f, 2.f));
+    Pair y = make(s, seed++), mean = make(c, seed++), inv_std = make(c, seed++);
+    cpu_->batchnorm_forward_training(y.c, mean.c, inv_std.c, rm.c, rv.c, x.c, gamma.c, beta.c, 0.1f, 1e-5f);
+    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.1f, 1e-5f);
+    EXPECT_LT(error(y), kTol);
+    EXPECT_LT(error(mean), kTol);
+    EXPECT_LT(error(inv_std), kTol);
+    EXPECT_LT(error(rm), kTol);
+    EXPECT_LT(error(rv), kTol);
+    Pair dy = make(s, seed++), dx = make(s, seed++), dgamma = make(c, seed++), dbeta = make(c, seed++);
+    cpu_->batchnorm_backward(&dx.c, dgamma.c, dbeta.c, dy.c, x.c, gamma.c, mean.c, inv_std.c);
+    gpu_->batchnorm_backward(&dx.g, dgamma.g, dbeta.g, dy.g, x.g, gamma.g, mean.g, inv_std.g);
+    EXPECT_LT(error(dx), kTol);
+    EXPECT_LT(error(dgamma), kTol);
+    EXPECT_LT(error(dbeta), kTol);
+    cpu_->batchnorm_forward_inference(y.c, x.c, gamma.c, beta.c, rm.c, rv.c, 1e-5f);
+    gpu_->batchnorm_forward_inference(y.g, x.g, gamma.g, beta.g, rm.g, rv.g, 1e-5f);
+    EXPECT_LT(error(y), kTol);
+  }
+}
+
 // Parity with one option of the GPU backend turned on.
 template <bool BackendOptions::*Option>
 class ParityWith : public Parity {
@@ -460,6 +490,25 @@ TEST_F(DeterministicGpu, ConvolutionGradientsAndBiasGradientRepeatBitForBit) {
   }
   cpu_->conv2d_backward_filter(dw.c, dy.c, x.c, p);
   EXPECT_LT(error(dw), kConvTol);
+}
+
+// Batch normalization's sums run in a fixed order on the GPU, with or without the option.
+TEST_F(Parity, BatchNormRepeatsBitForBitOnTheGpu) {
+  const Shape s{64, 24, 20, 20}, c{24};
+  Pair x = make(s, 120), gamma = make(c, 121), beta = make(c, 122), dy = make(s, 123);
+  Pair rm = make(c, 124), rv = make(c, random(24, 125, 0.5f, 2.f));
+  Pair y = make(s, 126), mean = make(c, 127), inv_std = make(c, 128);
+  Pair dx = make(s, 129), dgamma = make(c, 130), dbeta = make(c, 131);
+  std::vector<Floats> first;
+  for (int run = 0; run < 2; ++run) {
+    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.f, 1e-5f);
+    gpu_->batchnorm_backward(&dx.g, dgamma.g, dbeta.g, dy.g, x.g, gamma.g, mean.g, inv_std.g);
+    std::vector<Floats> got = {get(*gpu_, y.g), get(*gpu_, inv_std.g), get(*gpu_, dx.g),
+                               get(*gpu_, dgamma.g)};
+    if (run == 0) first = got;
+    for (size_t k = 0; k < got.size() && run == 1; ++k)
+      EXPECT_EQ(std::memcmp(got[k].data(), first[k].data(), got[k].size() * 4), 0) << k;
+  }
 }
 
 }  // namespace

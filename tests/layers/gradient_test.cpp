@@ -253,6 +253,21 @@ TEST_P(LayerGradient, Dropout) {
        }});
 }
 
+// Batch normalization while training: the batch's statistics depend on every input, so each
+// input's gradient has the terms through the mean and the variance too.
+TEST_P(LayerGradient, BatchNormSpatial) {
+  run({"batchnorm", "batchnorm", Shape{3, 4, 5, 3}, [](const Floats& x, const std::vector<Floats>& p) {
+         return ref::batchnorm_training(x, p[0], p[1], 3, 4, 15, 1e-5).y;
+       }});
+}
+
+TEST_P(LayerGradient, BatchNormFlat) {
+  run({"batchnorm_flat", "batchnorm: {eps: 1.0e-3, momentum: 0.5}", Shape{6, 5},
+       [](const Floats& x, const std::vector<Floats>& p) {
+         return ref::batchnorm_training(x, p[0], p[1], 6, 5, 1, 1e-3).y;
+       }});
+}
+
 TEST_P(LayerGradient, SoftmaxCrossEntropyLoss) {
   auto loss = make_loss("softmax_cross_entropy");
   const int64_t n = 4, c = 6;

@@ -207,6 +207,33 @@ Doubles add(const Floats& a, const Floats& b) {
   return y;
 }
 
+BatchNorm batchnorm_training(const Floats& x, const Floats& gamma, const Floats& beta, int64_t n,
+                             int64_t c, int64_t inner, double eps) {
+  BatchNorm r{Doubles(x.size()), Doubles(c, 0.0), Doubles(c, 0.0)};
+  const double m = static_cast<double>(n * inner);
+  for (int64_t i = 0; i < n * c * inner; ++i) r.mean[(i / inner) % c] += x[i] / m;
+  for (int64_t i = 0; i < n * c * inner; ++i) {
+    const double d = x[i] - r.mean[(i / inner) % c];
+    r.var[(i / inner) % c] += d * d / m;
+  }
+  for (int64_t i = 0; i < n * c * inner; ++i) {
+    const int64_t ch = (i / inner) % c;
+    r.y[i] = (x[i] - r.mean[ch]) / std::sqrt(r.var[ch] + eps) * gamma[ch] + beta[ch];
+  }
+  return r;
+}
+
+Doubles batchnorm_inference(const Floats& x, const Floats& gamma, const Floats& beta,
+                            const Floats& mean, const Floats& var, int64_t n, int64_t c,
+                            int64_t inner, double eps) {
+  Doubles y(x.size());
+  for (int64_t i = 0; i < n * c * inner; ++i) {
+    const int64_t ch = (i / inner) % c;
+    y[i] = (x[i] - static_cast<double>(mean[ch])) / std::sqrt(var[ch] + eps) * gamma[ch] + beta[ch];
+  }
+  return y;
+}
+
 Doubles softmax(const Floats& logits, int64_t n, int64_t c) {
   Doubles p(n * c);
   for (int64_t i = 0; i < n; ++i) {

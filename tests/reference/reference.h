@@ -57,6 +57,18 @@ Doubles bias_add(const Floats& y, const Floats& b, int64_t n, int64_t c, int64_t
 Doubles bias_backward(const Floats& dy, int64_t n, int64_t c, int64_t inner);
 Doubles add(const Floats& a, const Floats& b);
 
+// Batch normalization of x (N,C,inner) with the batch's statistics: y, and per channel the mean
+// and the biased variance.
+struct BatchNorm {
+  Doubles y, mean, var;
+};
+BatchNorm batchnorm_training(const Floats& x, const Floats& gamma, const Floats& beta, int64_t n,
+                             int64_t c, int64_t inner, double eps);
+// With given statistics (the running ones in eval).
+Doubles batchnorm_inference(const Floats& x, const Floats& gamma, const Floats& beta,
+                            const Floats& mean, const Floats& var, int64_t n, int64_t c,
+                            int64_t inner, double eps);
+
 // Softmax probabilities (N,C) and the mean cross-entropy.
 Doubles softmax(const Floats& logits, int64_t n, int64_t c);
 double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c);
