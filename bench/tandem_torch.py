@@ -8,6 +8,7 @@ Mirrors tandem's rules (docs: /work/shared/DESIGN.md, engine/layer.h, engine/bac
     dense {units, bias: true}            (a dense layer on a non-flat input flattens it first)
     maxpool / avgpool {kernel, stride: kernel, padding: 0}   (avgpool excludes padding)
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
+    batchnorm {momentum: 0.1, eps: 1e-5}  (BatchNorm2d on a (C,H,W) input, BatchNorm1d on a flat one)
     kernel / stride / padding / dilation may be an int or an [h, w] pair;
   * initialisation: He uniform U(+-sqrt(6/fan_in)) for a conv2d/dense layer directly followed by relu or
     leaky_relu, Glorot uniform U(+-sqrt(6/(fan_in+fan_out))) otherwise, biases zero;
@@ -57,6 +58,7 @@ _KEYS = {
     "sigmoid": set(),
     "tanh": set(),
     "dropout": {"rate"},
+    "batchnorm": {"momentum", "eps"},
 }
 
 
@@ -157,6 +159,9 @@ def build_model(cfg):
             m = nn.Tanh()
         elif typ == "dropout":
             m = nn.Dropout(float(a.get("rate", 0.5)))
+        elif typ == "batchnorm":
+            bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+            m = bn(shape[0], eps=float(a.get("eps", 1e-5)), momentum=float(a.get("momentum", 0.1)))
         mods.append(m)
         shape = out_shape(m, shape)
     model = nn.Sequential(*mods)

@@ -296,3 +296,41 @@ TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
 }
 
 }  // namespace
+
+namespace {
+
+// A model with batch normalization of a flat input, 257 train samples: batches of 32 leave 1.
+std::string batchnorm_config(const std::string& name, const std::string& train) {
+  return tandem::test::write_temp_file(name + ".yaml", "name: " + name + R"(
+input: {shape: [1, 12, 12]}
+layers:
+  - conv2d: {filters: 4, kernel: 3}
+  - batchnorm
+  - relu
+  - flatten
+  - dense: {units: 8}
+  - batchnorm
+  - relu
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 257, test_size: 64, seed: 3}
+)" + train);
+}
+
+TEST(BadInput, ALastBatchOfOneSampleBeforeFlatBatchNormStopsBeforeTraining) {
+  Result r = trainer("--config " + batchnorm_config("bn_last", "train: {epochs: 1, batch_size: 32}\n"));
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("the last batch of each epoch would hold 1 sample (257 train samples in "
+                       "batches of 32)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: set train.drop_last: true"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1/1"), std::string::npos) << "training started: " << r.out;
+
+  Result dropped = trainer("--config " + batchnorm_config("bn_drop", "train: {epochs: 1, batch_size: 32, drop_last: true}\n") + " --quiet");
+  EXPECT_EQ(dropped.status, 0) << dropped.out;
+  Result one = trainer("--config " + batchnorm_config("bn_one", "train: {epochs: 1, batch_size: 32}\n") + " --batch-size 1 --quiet");
+  EXPECT_EQ(one.status, 3) << one.out;
+  EXPECT_NE(one.out.find("needs at least 2 samples a batch"), std::string::npos) << one.out;
+}
+
+}  // namespace

@@ -60,7 +60,8 @@ TEST_P(GpuParity, PerStepLossesAgreeWithTheCpu) {
     EXPECT_NEAR(gpu[i], cpu[i], 1e-3 * std::fabs(cpu[i])) << GetParam() << " step " << i + 1;
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, GpuParity, ::testing::Values("lenet", "mlp", "cifar_cnn"));
+INSTANTIATE_TEST_SUITE_P(Configs, GpuParity,
+                         ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn"));
 
 TEST(GpuDeterminism, TwoDeterministicGpuRunsGiveIdenticalLosses) {
   try {
