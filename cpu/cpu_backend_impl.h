@@ -52,6 +52,8 @@ class CpuBackend : public Backend {
   void bias_add(Tensor& y, const Tensor& b) override;
   void bias_backward(Tensor& db, const Tensor& dy) override;
   void add(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t cols) override;
 
   void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                       const Conv2dParams& p) override;

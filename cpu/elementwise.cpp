@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "cpu/cpu_backend_impl.h"
@@ -98,6 +99,17 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   float* yp = y.data();
 #pragma omp parallel for simd schedule(static) if (n > 65536)
   for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+}
+
+void CpuBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                              int64_t cols) {
+  const ColumnCopy g = check_copy_columns(dst, dst_col, src, src_col, cols);
+  if (cols == 0) return;
+  float* d = dst.data() + dst_col;
+  const float* s = src.data() + src_col;
+  const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
+#pragma omp parallel for schedule(static) if (g.rows * cols > 65536)
+  for (int64_t r = 0; r < g.rows; ++r) std::memcpy(d + r * g.dst_row, s + r * g.src_row, bytes);
 }
 
 int64_t CpuBackend::count_nonfinite(const Tensor& t) {

@@ -117,7 +117,8 @@ Geometry geometry(const Tensor& x, const Tensor& gamma, const char* what,
                    std::to_string(gamma.numel()) + " channels");
   for (const Tensor* t : per_channel) expect_numel(*t, gamma.numel(), what);
   const int64_t n = x.dim(0), c = x.dim(1);
-  return {n, c, n * c == 0 ? 1 : std::max<int64_t>(1, x.numel() / (n * c))};
+  // 0 for an empty plane (N, C, 0, W): then the sums are of no values, as on the CPU.
+  return {n, c, n * c == 0 ? 0 : x.numel() / (n * c)};
 }
 
 }  // namespace

@@ -28,13 +28,16 @@ inline ConvMath conv_run_math(ConvMath candidate, bool tf32) {
 }
 
 // Index of the best-ranked candidate that succeeded, is deterministic when asked, computes in
-// fp32 unless TF32 is allowed, and whose workspace fits the limit; -1 when there is none.
+// fp32 unless TF32 is allowed (and never in fp16), and whose workspace fits the limit; -1 when
+// there is none.
 inline int choose_conv_candidate(const std::vector<ConvCandidate>& ranked, bool deterministic,
                                  bool tf32, size_t workspace_limit) {
   for (size_t i = 0; i < ranked.size(); ++i) {
     const ConvCandidate& c = ranked[i];
     if (!c.ok || (deterministic && !c.deterministic) || c.workspace > workspace_limit) continue;
     if (!tf32 && c.math != ConvMath::kFma && c.math != ConvMath::kDefault) continue;
+    // ALLOW_CONVERSION may round fp32 data down to fp16, coarser than TF32: never taken.
+    if (c.math == ConvMath::kTensorOpAllowConversion) continue;
     return static_cast<int>(i);
   }
   return -1;

@@ -395,6 +395,17 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
+void CudaBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                               int64_t cols) {
+  const ColumnCopy g = check_copy_columns(dst, dst_col, src, src_col, cols);
+  if (cols == 0 || g.rows == 0) return;
+  constexpr size_t f = sizeof(float);
+  CUDA_CHECK(cudaMemcpy2DAsync(dst.data() + dst_col, static_cast<size_t>(g.dst_row) * f,
+                               src.data() + src_col, static_cast<size_t>(g.src_row) * f,
+                               static_cast<size_t>(cols) * f, static_cast<size_t>(g.rows),
+                               cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudaBackend::synchronize() {
   copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));

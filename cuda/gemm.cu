@@ -17,8 +17,11 @@ void CudaBackend::gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a
   // Row-major X (r,c) is column-major X^T with leading dimension c.
   const int lda = static_cast<int>(a.dim(1)), ldb = static_cast<int>(b.dim(1));
   const int ldc = static_cast<int>(n);
-  if (k == 0) {  // cuBLAS would still scale c by beta; keep the same contract explicitly
-    CUBLAS_CHECK(cublasSscal(cublas_, static_cast<int>(m * n), &beta, c.data(), 1));
+  if (k == 0) {  // c = beta * c, as the CPU: with beta 0, zeros (a scaling would keep NaN)
+    if (beta == 0.f)
+      CUDA_CHECK(cudaMemsetAsync(c.data(), 0, c.bytes(), stream_));
+    else
+      CUBLAS_CHECK(cublasSscal(cublas_, static_cast<int>(m * n), &beta, c.data(), 1));
     return;
   }
   if (tracing())

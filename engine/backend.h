@@ -53,6 +53,13 @@ inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int di
 
 // Plain host memory, 64-byte aligned: the CPU's batch buffers, and any host memory a backend
 // does not pin.
+// copy_columns' geometry, checked: the rows and the two row lengths.
+struct ColumnCopy {
+  int64_t rows, dst_row, src_row;
+};
+ColumnCopy check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& src,
+                              int64_t src_col, int64_t cols);
+
 inline std::shared_ptr<void> aligned_host_memory(size_t bytes) {
   return {::operator new(bytes, std::align_val_t(64)),
           [](void* p) { ::operator delete(p, std::align_val_t(64)); }};
@@ -103,6 +110,11 @@ class Backend {
   virtual void bias_backward(Tensor& db, const Tensor& dy) = 0;
   // y = a + b, elementwise, same shapes (y may alias a or b).
   virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  // dst and src seen as matrices of N = dim(0) rows (N, dst.numel()/N) and (N, src.numel()/N):
+  // dst[r, dst_col + j] = src[r, src_col + j] for every row r and j < cols (concat and its
+  // backward). dst and src do not overlap.
+  virtual void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                            int64_t cols) = 0;
 
   // --- convolution (cross-correlation, like every framework) ---
   // x (N,C,H,W), w (K,C,R,S), b (K) or null, y (N,K,P,Q).

@@ -344,16 +344,62 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
     spec.index = index++;
     spec.where = file + ":" + mark_str(item.Mark());
     YAML::Node args;
+    const std::string which = "layer " + std::to_string(spec.index + 1);
     if (item.IsScalar()) {
       spec.type = item.Scalar();
-    } else if (item.IsMap() && item.size() == 1) {
-      spec.type = item.begin()->first.Scalar();
-      args = item.begin()->second;
+    } else if (item.IsMap()) {
+      // One layer type, beside it optionally `name:` and `inputs:` (branching models).
+      std::vector<std::string> types;
+      for (const auto& kv : item) {
+        const std::string key = kv.first.Scalar();
+        const std::string at = file + ":" + mark_str(kv.second.Mark());
+        if (key == "name") {
+          if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+            throw ConfigError(at + ": " + which + ": 'name' must be a word",
+                              "e.g. 'name: block1'");
+          spec.name = kv.second.Scalar();
+        } else if (key == "inputs") {
+          spec.inputs_where = at;
+          if (kv.second.IsScalar()) {
+            spec.inputs.push_back(kv.second.Scalar());
+          } else if (kv.second.IsSequence() && kv.second.size() > 0) {
+            for (const auto& in : kv.second) {
+              if (!in.IsScalar())
+                throw ConfigError(at + ": " + which + ": 'inputs' must list layer names",
+                                  "e.g. 'inputs: [block1, relu_3]'");
+              spec.inputs.push_back(in.Scalar());
+            }
+          } else {
+            throw ConfigError(at + ": " + which + ": 'inputs' must name one or more layers",
+                              "e.g. 'inputs: [block1, relu_3]'");
+          }
+        } else {
+          types.push_back(key);
+          spec.type = key;
+          args = kv.second;
+        }
+      }
+      if (types.size() != 1)
+        throw ConfigError(
+            spec.where + ": " + which + ": " +
+                (types.empty() ? std::string("no layer type beside 'name'/'inputs'")
+                               : "several layer types in one item (" + types[0] + ", " +
+                                     types[1] + ")"),
+            "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}', with "
+            "'name:' and 'inputs:' beside it for branches");
     } else {
-      throw ConfigError(spec.where + ": layer " + std::to_string(spec.index + 1) +
+      throw ConfigError(spec.where + ": " + which +
                             ": expected '- type' or '- type: {key: value, ...}'",
                         "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}'");
     }
+    if (args && args.IsMap())
+      for (const char* key : {"name", "inputs"})
+        if (args[key])
+          throw ConfigError(file + ":" + mark_str(args[key].Mark()) + ": " + which + " (" +
+                                spec.type + "): '" + key + "' is written among the layer's "
+                                "options",
+                            std::string("write it beside the layer type, e.g. '- {") +
+                                spec.type + ": {...}, " + key + ": ...}'");
     std::string ctx = "layer " + std::to_string(spec.index + 1) + " (" + spec.type + ")";
     // A bare "- relu" has no arguments: anchor its messages at the item itself.
     spec.args = ConfigMap(args && !args.IsNull() ? args : YAML::Node(YAML::NodeType::Null), file, ctx);

@@ -67,6 +67,12 @@ struct LayerSpec {
   int index = 0;     // 0-based position
   std::string where; // "file:line:col" of the list item
   ConfigMap args;    // the layer's keys (empty for "- relu")
+  // Branching models: the item's own `name:` (empty: the layer is called type_k, the k-th of its
+  // type) and `inputs:`, the names of the earlier layers (or `input`, the model's input) it takes;
+  // empty: the layer before it. `inputs_where` is the position of the `inputs:` value.
+  std::string name;
+  std::vector<std::string> inputs;
+  std::string inputs_where;
 };
 
 // Training-set augmentation, drawn from the engine's RNG (seed, epoch, position): reproducible

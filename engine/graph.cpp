@@ -1,6 +1,9 @@
 // Graph construction (shape checks, default initialisation), placement, forward and backward.
 #include "engine/graph.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -11,27 +14,116 @@
 
 namespace tandem {
 
+namespace {
+
+std::string shapes_str(const std::vector<Shape>& shapes) {
+  std::string out;
+  for (const Shape& s : shapes) out += (out.empty() ? "" : " and ") + s.str();
+  return out;
+}
+
+// "layer 3 (conv2d)", or "layer 3 (conv2d, stem)" for a layer given a name.
+std::string layer_label(const LayerSpec& spec) {
+  return "layer " + std::to_string(spec.index + 1) + " (" + spec.type +
+         (spec.name.empty() ? "" : ", " + spec.name) + ")";
+}
+
+}  // namespace
+
 Graph::Graph(Config& config) : input_shape_(config.input) {
+  const size_t count = config.layers.size();
+  // A layer's name: its `name:`, else type_k for the k-th layer of its type (named ones count).
+  std::vector<std::string> names;
   std::map<std::string, int> counts;
-  for (LayerSpec& spec : config.layers) {
+  for (const LayerSpec& spec : config.layers) {
+    const std::string kth = spec.type + "_" + std::to_string(++counts[spec.type]);
+    names.push_back(spec.name.empty() ? kth : spec.name);
+  }
+  std::map<std::string, int> named{{"input", 0}};  // name -> activation
+  std::vector<std::string> order{"input"};          // the names, as listed
+  std::vector<std::vector<size_t>> takers(count + 1);
+  inputs_.assign(count, {});
+  for (size_t i = 0; i < count; ++i) {
+    LayerSpec& spec = config.layers[i];
     std::unique_ptr<Layer> layer = make_layer(spec);
     layer->set_index(spec.index);
-    layer->set_name(spec.type + "_" + std::to_string(++counts[spec.type]));
+    const std::string& name = names[i];
+    if (spec.name.empty() && spec.inputs.empty()) {
+      inputs_[i] = {static_cast<int>(i)};
+    } else {
+      for (const std::string& in : spec.inputs) {
+        auto it = named.find(in);
+        if (it == named.end()) {
+          const bool later = std::find(names.begin() + static_cast<long>(i), names.end(), in) !=
+                             names.end();
+          throw ConfigError(
+              spec.inputs_where + ": " + layer_label(spec) + " takes '" + in + "', " +
+                  (later ? "a layer listed after it" : "which is no earlier layer's name"),
+              later ? "list layers so that each comes after the layers it takes"
+                    : "inputs name earlier layers: " + fmt::format("{}", fmt::join(order, ", ")) +
+                          " (a layer is called by its 'name:', else type_k for the k-th of its "
+                          "type)");
+        }
+        inputs_[i].push_back(it->second);
+      }
+      if (spec.inputs.empty()) inputs_[i] = {static_cast<int>(i)};
+      if (inputs_[i] != std::vector<int>{static_cast<int>(i)}) branches_ = true;
+    }
+    if (named.count(name))
+      throw ConfigError(spec.where + ": " + layer_label(spec) + " is called '" + name +
+                            "', a name " +
+                            (name == "input" ? std::string("kept for the model's input")
+                                             : "an earlier layer already has"),
+                        "give it another 'name:'");
+    named[name] = static_cast<int>(i + 1);
+    order.push_back(name);
+    const bool several = layer->takes_several_inputs();
+    if (several != (inputs_[i].size() > 1))
+      throw ConfigError((spec.inputs_where.empty() ? spec.where : spec.inputs_where) + ": " +
+                            layer_label(spec) +
+                            (several ? " takes two or more inputs, got " +
+                                           std::to_string(inputs_[i].size())
+                                     : " takes one input, got " +
+                                           std::to_string(inputs_[i].size())),
+                        several ? "name them with 'inputs: [a, b]'"
+                                : "combine branches with an add or concat layer first");
+    for (int a : inputs_[i]) takers[static_cast<size_t>(a)].push_back(i);
+    layer->set_name(name);
     layers_.push_back(std::move(layer));
   }
-  for (size_t i = 0; i < layers_.size(); ++i)
-    layers_[i]->choose_init(i + 1 < layers_.size() ? layers_[i + 1]->type() : "");
-  Shape shape = input_shape_;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i + 1 < count; ++i)
+    if (takers[i + 1].empty())
+      throw ConfigError(config.layers[i].where + ": the output of layer " +
+                            std::to_string(config.layers[i].index + 1) + " (" +
+                            config.layers[i].type + ", " + names[i] + ")" +
+                            " is taken by no later layer (the model's output is the last layer's)",
+                        "name it in a later layer's 'inputs:', or remove it");
+  consumers_.assign(count + 1, 0);
+  for (size_t k = 0; k <= count; ++k) consumers_[k] = static_cast<int>(takers[k].size());
+  for (size_t i = 0; i < count; ++i)
+    layers_[i]->choose_init(takers[i + 1].empty() ? "" : layers_[takers[i + 1].front()]->type());
+
+  std::vector<Shape> shapes{input_shape_};
+  for (size_t i = 0; i < count; ++i) {
     const LayerSpec& spec = config.layers[i];
+    std::vector<Shape> in;
+    for (int a : inputs_[i]) in.push_back(shapes[static_cast<size_t>(a)]);
     try {
-      shape = layers_[i]->setup(shape);
+      shapes.push_back(layers_[i]->setup_inputs(in));
     } catch (const ConfigError& e) {
-      throw ConfigError(spec.where + ": layer " + std::to_string(spec.index + 1) + " (" +
-                            spec.type + "), input " + shape.str() + ": " + e.cause(),
+      throw ConfigError(spec.where + ": " + layer_label(spec) +
+                            (in.size() > 1 ? ", inputs " : ", input ") + shapes_str(in) + ": " +
+                            e.cause(),
                         e.hint());
     }
   }
+  needs_grad_.assign(count + 1, false);
+  for (size_t i = 0; i < count; ++i) {
+    bool needs = !layers_[i]->params().empty();
+    for (int a : inputs_[i]) needs = needs || needs_grad_[static_cast<size_t>(a)];
+    needs_grad_[i + 1] = needs;
+  }
+  const Shape& shape = shapes.back();
   if (shape.rank() != 1) {
     throw ConfigError(config.file + ": the model's output must be flat (classes), got " +
                           shape.str(),
@@ -85,43 +177,62 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
     }
     layer->allocate(backend, max_batch);
   }
-  acts_.assign(layers_.size() + 1, Tensor());
-  grads_.assign(layers_.size() + 1, Tensor());
+  const size_t count = layers_.size();
+  acts_.assign(count + 1, Tensor());
+  grads_.assign(count + 1, Tensor());
   acts_[0] = Tensor(backend, input_shape_.with_batch(max_batch));
-  for (size_t i = 0; i < layers_.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     Shape out = layers_[i]->output_shape().with_batch(max_batch);
     if (layers_[i]->is_view()) {
-      acts_[i + 1] = acts_[i].reshape(out);
+      acts_[i + 1] = act(inputs_[i][0]).reshape(out);
     } else {
       acts_[i + 1] = Tensor(backend, out);
     }
   }
-  // Gradient buffers, from the top down; view layers share their output gradient's storage.
-  for (size_t i = layers_.size(); i >= 1; --i) {
-    Shape shape = acts_[i].shape();
-    if (i < layers_.size() && layers_[i]->is_view())
-      grads_[i] = grads_[i + 1].reshape(shape);
-    else
-      grads_[i] = Tensor(backend, shape);
+  // Gradient buffers, from the top down: an activation taken only by a view layer shares that
+  // layer's output gradient's storage.
+  shares_grad_.assign(count, false);
+  std::vector<int> only_taker(count + 1, -1);
+  for (size_t i = 0; i < count; ++i)
+    for (int a : inputs_[i])
+      if (consumers_[static_cast<size_t>(a)] == 1) only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
+  int64_t scratch = 0;
+  for (size_t k = count; k >= 1; --k) {
+    const Shape& shape = acts_[k].shape();
+    const int j = only_taker[k];
+    if (j >= 0 && layers_[static_cast<size_t>(j)]->is_view()) {
+      grads_[k] = grads_[static_cast<size_t>(j) + 1].reshape(shape);
+      shares_grad_[static_cast<size_t>(j)] = true;
+    } else {
+      grads_[k] = Tensor(backend, shape);
+    }
+    if (consumers_[k] > 1 && needs_grad_[k]) scratch = std::max(scratch, shape.numel());
   }
+  size_t slots = 0;
+  for (const auto& in : inputs_) slots = std::max(slots, in.size());
+  scratch_.clear();
+  if (scratch > 0)
+    for (size_t s = 0; s < slots; ++s) scratch_.emplace_back(backend, Shape{scratch});
 }
 
 void Graph::swap_input(Tensor& other) {
   TANDEM_CHECK(other.shape() == acts_.front().shape(), "input buffer " + other.shape().str());
   std::swap(acts_.front(), other);
-  // Leading view layers (a first flatten) read the input's storage under another shape.
-  for (size_t i = 0; i < layers_.size() && layers_[i]->is_view(); ++i)
-    acts_[i + 1] = acts_[i].reshape(acts_[i + 1].shape());
+  // View layers (a first flatten) of the input read its storage under another shape.
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->is_view()) acts_[i + 1] = act(inputs_[i][0]).reshape(acts_[i + 1].shape());
 }
 
 Tensor Graph::forward(Context& ctx, int64_t n) {
   TANDEM_CHECK(n > 0 && n <= max_batch_, "batch of " + std::to_string(n) + " samples");
+  std::vector<Tensor> xs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    Tensor x = acts_[i].prefix(n);
-    Tensor y = acts_[i + 1].prefix(n);
     if (layers_[i]->is_view()) continue;
+    xs.clear();
+    for (int a : inputs_[i]) xs.push_back(act(a).prefix(n));
+    Tensor y = acts_[i + 1].prefix(n);
     if (hook_) hook_(i, false, false);
-    layers_[i]->forward(ctx, x, y);
+    layers_[i]->forward_inputs(ctx, xs, y);
     if (hook_) hook_(i, false, true);
   }
   return acts_.back().prefix(n);
@@ -131,25 +242,59 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
   const int64_t n = dlogits.dim(0);
   Tensor top = grads_.back().prefix(n);
   if (top.data() != dlogits.data()) ctx.backend.copy(top, dlogits);
-  const size_t first = first_trainable();
-  for (size_t i = layers_.size(); i-- > first;) {
-    if (layers_[i]->is_view()) continue;
-    Tensor x = acts_[i].prefix(n), y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
-    Tensor dx = i > first ? grads_[i].prefix(n) : Tensor();
+  // The first gradient reaching an activation is written into its buffer, the others into a
+  // scratch buffer and added (takers run in reverse order, after every layer above them).
+  std::vector<bool> written(acts_.size(), false);
+  written.back() = true;
+  std::vector<Tensor> xs, dx;
+  std::vector<Tensor*> dxs;
+  auto target = [&](int a, size_t slot) -> Tensor {
+    if (!written[static_cast<size_t>(a)]) {
+      written[static_cast<size_t>(a)] = true;
+      return grads_[static_cast<size_t>(a)].prefix(n);
+    }
+    return scratch_.at(slot).view(0, grads_[static_cast<size_t>(a)].shape()).prefix(n);
+  };
+  auto accumulate = [&](int a, Tensor& d) {
+    Tensor g = grads_[static_cast<size_t>(a)].prefix(n);
+    if (d.data() != g.data()) ctx.backend.add(g, g, d);
+  };
+  for (size_t i = layers_.size(); i-- > 0;) {
+    if (!needs_grad_[i + 1]) continue;
+    Layer& layer = *layers_[i];
+    const std::vector<int>& in = inputs_[i];
+    Tensor y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
+    if (layer.is_view()) {  // dx is dy reshaped: shared storage, or copied where x has takers more
+      const int a = in[0];
+      if (shares_grad_[i]) {
+        written[static_cast<size_t>(a)] = true;
+      } else if (needs_grad_[static_cast<size_t>(a)]) {
+        Tensor d = target(a, 0);
+        ctx.backend.copy(d, dy);
+        accumulate(a, d);
+      }
+      continue;
+    }
+    xs.clear();
+    dx.assign(in.size(), Tensor());
+    dxs.assign(in.size(), nullptr);
+    for (size_t s = 0; s < in.size(); ++s) {
+      xs.push_back(act(in[s]).prefix(n));
+      if (!needs_grad_[static_cast<size_t>(in[s])]) continue;
+      dx[s] = target(in[s], s);
+      dxs[s] = &dx[s];
+    }
     if (hook_) hook_(i, true, false);
-    layers_[i]->backward(ctx, x, y, dy, i > first ? &dx : nullptr);
+    layer.backward_inputs(ctx, xs, y, dy, dxs);
+    for (size_t s = 0; s < in.size(); ++s)
+      if (dxs[s]) accumulate(in[s], dx[s]);
     if (hook_) hook_(i, true, true);
   }
 }
 
-size_t Graph::first_trainable() const {
-  size_t first = 0;
-  while (first < layers_.size() && layers_[first]->params().empty()) ++first;
-  return first;
-}
-
 Tensor Graph::input_gradient(size_t layer, int64_t n) const {
-  return layer > first_trainable() ? grads_[layer].prefix(n) : Tensor();
+  const auto a = static_cast<size_t>(inputs_[layer][0]);
+  return needs_grad_[a] ? grads_[a].prefix(n) : Tensor();
 }
 
 std::vector<Param*> Graph::params() {
@@ -174,11 +319,15 @@ int64_t Graph::min_training_batch() const {
 
 std::vector<SummaryRow> Graph::summary() const {
   std::vector<SummaryRow> rows;
-  for (const auto& layer : layers_) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = *layers_[i];
     int64_t params = 0;
-    for (const Param& p : layer->params()) params += p.shape.numel();
-    rows.push_back({layer->index() + 1, layer->name(), layer->type(), layer->output_shape(), params,
-                    layer->flops()});
+    for (const Param& p : layer.params()) params += p.shape.numel();
+    std::vector<std::string> inputs;
+    if (branches_)
+      for (int a : inputs_[i]) inputs.push_back(a == 0 ? "input" : layers_[static_cast<size_t>(a) - 1]->name());
+    rows.push_back({layer.index() + 1, layer.name(), layer.type(), layer.output_shape(), params,
+                    layer.flops(), std::move(inputs)});
   }
   return rows;
 }

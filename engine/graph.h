@@ -1,4 +1,8 @@
 // Graph: the model's layers in order, their activation buffers and parameters on one backend.
+//
+// A layer takes the output of the one before it, or, in a branching model, those of the earlier
+// layers its `inputs:` name (layers are listed in an order where every input comes first). An
+// output taken by several layers gets the sum of their gradients.
 #pragma once
 
 #include <functional>
@@ -18,6 +22,7 @@ struct SummaryRow {
   Shape output;        // per sample
   int64_t params;
   int64_t flops;       // forward, per sample
+  std::vector<std::string> inputs;  // names of the layers it takes, for branching models only
 };
 
 class Graph {
@@ -70,6 +75,8 @@ class Graph {
   // Fewest samples a training batch may hold (Layer::min_training_batch).
   int64_t min_training_batch() const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // True where some layer takes another input than the output of the layer before it.
+  bool branches() const { return branches_; }
   std::vector<SummaryRow> summary() const;
   const Shape& input_shape() const { return input_shape_; }
   int64_t classes() const { return classes_; }
@@ -82,9 +89,21 @@ class Graph {
   static std::vector<float> initial_values(const Param& p, uint64_t seed, uint64_t stream);
 
  private:
-  // Layers below the first one with parameters need no gradient at all.
-  size_t first_trainable() const;
+  // Activation k (0 the input, i+1 layer i's output) and its gradient buffer.
+  Tensor& act(int k) { return acts_[static_cast<size_t>(k)]; }
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::vector<int>> inputs_;  // per layer, the activations it takes
+  std::vector<int> consumers_;            // per activation, how many layer inputs take it
+  // Per activation: whether the backward pass computes its gradient (some layer at or below it
+  // has parameters).
+  std::vector<bool> needs_grad_;
+  // Per view layer (flatten): its input's gradient buffer is its output's, reshaped (the input
+  // has no other taker), so its backward is nothing.
+  std::vector<bool> shares_grad_;
+  bool branches_ = false;
+  // Gradients for an activation that already holds another taker's gradient are written here
+  // and then added: one buffer per input slot of the widest layer.
+  std::vector<Tensor> scratch_;
   Shape input_shape_;
   int64_t classes_ = 0;
   int64_t max_batch_ = 0;

@@ -67,6 +67,19 @@ class Layer {
   virtual void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor* dx) = 0;
 
+  // Layers of several inputs (add, concat) override these three; the graph calls them for every
+  // layer, and for the others they pass the one input on. xs and dxs follow the layer's inputs;
+  // a dx is null where that input needs no gradient.
+  virtual bool takes_several_inputs() const { return false; }
+  virtual Shape setup_inputs(const std::vector<Shape>& in) { return setup(in.at(0)); }
+  virtual void forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
+    forward(ctx, xs.at(0), y);
+  }
+  virtual void backward_inputs(Context& ctx, const std::vector<Tensor>& xs, const Tensor& y,
+                               const Tensor& dy, const std::vector<Tensor*>& dxs) {
+    backward(ctx, xs.at(0), y, dy, dxs.at(0));
+  }
+
   // Forward multiply-adds count as 2 FLOPs; per sample.
   virtual int64_t flops() const { return 0; }
   // True where y is x reshaped (flatten): the graph then shares storage instead of copying.
@@ -77,7 +90,8 @@ class Layer {
   // ("batchnorm_1.running_mean"): allocated and set by allocate(), saved and restored with the
   // params by checkpoints. They share storage with the layer's own.
   virtual std::vector<std::pair<std::string, Tensor>> buffers() { return {}; }
-  // The default initialisation of weights, given the next layer's type.
+  // The default initialisation of weights, given the type of the layer that takes this one's
+  // output (the next one, in a sequential model; "" for the last).
   virtual void choose_init(const std::string& /*next_type*/) {}
 
   std::vector<Param>& params() { return params_; }

@@ -6,6 +6,7 @@
 #include "layers/dense.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
+#include "layers/merge.h"
 #include "layers/mse.h"
 #include "layers/pool2d.h"
 #include "layers/softmax_cross_entropy.h"
@@ -22,6 +23,8 @@ void register_builtin_layers() {
   register_layer("batchnorm", [](ConfigMap& a) { return std::make_unique<BatchNorm>(a); });
   register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
   register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });
+  register_layer("add", [](ConfigMap& a) { return std::make_unique<Add>(a); });
+  register_layer("concat", [](ConfigMap& a) { return std::make_unique<Concat>(a); });
   register_loss("softmax_cross_entropy", [] { return std::make_unique<SoftmaxCrossEntropy>(); });
   register_loss("mse", [] { return std::make_unique<Mse>(); });
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "datasets/dataset.h"
@@ -136,10 +137,14 @@ std::string si(double v) {
 
 std::string model_table(const Graph& g) {
   std::vector<Row> rows;
-  for (const SummaryRow& r : g.summary())
+  for (const SummaryRow& r : g.summary()) {
     rows.push_back({std::to_string(r.index), r.name, r.output.str(), format_count(r.params), si(r.flops)});
+    if (g.branches()) rows.back().push_back(fmt::format("{}", fmt::join(r.inputs, ", ")));
+  }
   rows.push_back({"", "total", "", format_count(g.parameter_count()), si(g.forward_flops())});
-  return format_table({"#", "layer", "output", "params", "FLOPs/sample"}, rows);
+  if (!g.branches()) return format_table({"#", "layer", "output", "params", "FLOPs/sample"}, rows);
+  rows.back().push_back("");
+  return format_table({"#", "layer", "output", "params", "FLOPs/sample", "inputs"}, rows);
 }
 
 std::string optimizer_text(const OptimizerConfig& o) {

@@ -2,6 +2,7 @@
 #include "tools/checkpoints.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -150,12 +151,13 @@ void check_same_model(const std::string& file, const CheckpointMeta& meta, const
   Config c = config;
   ours = Graph(c).summary();
   auto text = [](const SummaryRow& r) {
-    return fmt::format("{} {} ({} parameters)", r.name, r.output.str(),
-                       format_count(static_cast<double>(r.params)));
+    return fmt::format("{} {} ({} parameters){}", r.name, r.output.str(),
+                       format_count(static_cast<double>(r.params)),
+                       r.inputs.empty() ? "" : fmt::format(" of {}", fmt::join(r.inputs, ", ")));
   };
   for (size_t i = 0; i < std::min(trained.size(), ours.size()); ++i)
     if (trained[i].name != ours[i].name || trained[i].output != ours[i].output ||
-        trained[i].params != ours[i].params)
+        trained[i].params != ours[i].params || trained[i].inputs != ours[i].inputs)
       throw CheckpointError(fmt::format("checkpoint '{}' holds another model: its layer {} is {}, "
                                         "this config's is {}",
                                         file, i + 1, text(trained[i]), text(ours[i])),

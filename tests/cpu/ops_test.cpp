@@ -112,6 +112,36 @@ TEST_P(ElementwiseTest, AddMatchesReferenceAndMayAlias) {
   EXPECT_CLOSE(download(ta), reference::add(a, b));
 }
 
+// Channel concatenation and its backward: a run of columns of each row, the rest untouched.
+TEST_P(ElementwiseTest, CopyColumnsCopiesARunOfEveryRowOnly) {
+  struct Case {
+    Shape dst, src;
+    int64_t dst_col, src_col, cols;
+  };
+  uint32_t seed = 30;
+  for (const Case& c : {Case{{4, 3, 5, 5}, {4, 2, 5, 5}, 25, 0, 50},   // concat: channels 1..2
+                        Case{{4, 2, 5, 5}, {4, 3, 5, 5}, 0, 25, 50},   // its backward
+                        Case{{130, 96}, {130, 7}, 89, 0, 7},           // flat, odd sizes
+                        Case{{3, 10}, {3, 4}, 2, 1, 0},                // nothing
+                        Case{{1, 9}, {1, 9}, 0, 0, 9}}) {              // one whole row
+    SCOPED_TRACE(c.dst.str() + " <- " + c.src.str());
+    Floats dst = random(c.dst.numel(), seed++), src = random(c.src.numel(), seed++);
+    Tensor td = upload(c.dst, dst), ts = upload(c.src, src);
+    be().copy_columns(td, c.dst_col, ts, c.src_col, c.cols);
+    Floats want = dst;
+    const int64_t rows = c.dst[0], dr = c.dst.numel() / rows, sr = c.src.numel() / rows;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < c.cols; ++j)
+        want[static_cast<size_t>(r * dr + c.dst_col + j)] = src[static_cast<size_t>(r * sr + c.src_col + j)];
+    EXPECT_EQ(download(td), want);
+  }
+  Tensor a = output({2, 6}), b = output({3, 4});
+  EXPECT_THROW(be().copy_columns(a, 0, b, 0, 4), Error);  // other row counts
+  Tensor d = output({2, 4});
+  EXPECT_THROW(be().copy_columns(a, 3, d, 0, 4), Error);  // past the end of dst's rows
+  EXPECT_THROW(be().copy_columns(a, 0, d, 1, 4), Error);  // past the end of src's rows
+}
+
 TEST_P(ElementwiseTest, FillAndCopy) {
   Tensor t = output({3, 5});
   be().fill(t, 2.5f);

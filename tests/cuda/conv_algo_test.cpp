@@ -42,6 +42,14 @@ TEST(ConvAlgoChoice, Fp32ModeSkipsTensorOpResultsAndTf32TakesThem) {
   EXPECT_EQ(choose_conv_candidate(ranked, false, true, kMiB), 0);
 }
 
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION may compute fp32 data in fp16: not even with TF32.
+TEST(ConvAlgoChoice, Tf32ModeSkipsResultsThatMayConvertToFp16) {
+  std::vector<ConvCandidate> ranked = {{true, true, ConvMath::kTensorOpAllowConversion, 0},
+                                       {true, true, ConvMath::kTensorOp, 0}};
+  EXPECT_EQ(choose_conv_candidate(ranked, false, true, kMiB), 1);
+  EXPECT_EQ(choose_conv_candidate(ranked, false, false, kMiB), -1);
+}
+
 TEST(ConvAlgoChoice, NoneWhenNothingQualifies) {
   EXPECT_EQ(choose_conv_candidate({}, false, false, kMiB), -1);
   EXPECT_EQ(choose_conv_candidate({fma(2 * kMiB), fma(0, false)}, true, false, kMiB), -1);

@@ -63,7 +63,10 @@ struct Batches {
 std::pair<std::vector<double>, std::vector<float>> run(const std::string& device, const char* yaml,
                                                        bool ahead) {
   Config config = parse_config(yaml, "test.yaml");
-  auto backend = create_backend(device, {});
+  // Deterministic: no timed algorithm search, no atomics, so two runs may be compared bit for bit.
+  BackendOptions options;
+  options.deterministic = true;
+  auto backend = create_backend(device, options);
   Graph graph(config);
   auto loss = make_loss(config.loss);
   graph.allocate(*backend, 8, 11);

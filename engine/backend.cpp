@@ -1,0 +1,25 @@
+// Checks shared by the backends' implementations of the Backend interface.
+#include "engine/backend.h"
+
+#include "engine/error.h"
+
+namespace tandem {
+
+ColumnCopy check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& src,
+                              int64_t src_col, int64_t cols) {
+  const auto what = [&] {
+    return "copy_columns " + src.shape().str() + " [" + std::to_string(src_col) + ", +" +
+           std::to_string(cols) + ") to " + dst.shape().str() + " [" + std::to_string(dst_col) +
+           ", +" + std::to_string(cols) + ")";
+  };
+  TANDEM_CHECK(dst.shape().rank() >= 1 && src.shape().rank() >= 1 && dst.dim(0) == src.dim(0),
+               what());
+  const int64_t rows = dst.dim(0);
+  const int64_t dst_row = rows ? dst.numel() / rows : 0, src_row = rows ? src.numel() / rows : 0;
+  TANDEM_CHECK(cols >= 0 && dst_col >= 0 && src_col >= 0 && dst_col + cols <= dst_row &&
+                   src_col + cols <= src_row,
+               what());
+  return {rows, dst_row, src_row};
+}
+
+}  // namespace tandem

@@ -1,0 +1,76 @@
+// add and concat.
+#include "layers/merge.h"
+
+#include "engine/error.h"
+
+namespace tandem {
+
+Shape Add::setup_inputs(const std::vector<Shape>& in) {
+  for (const Shape& s : in)
+    if (s != in.front())
+      throw ConfigError("add needs inputs of one shape, got " + in.front().str() + " and " +
+                            s.str(),
+                        "make the branches end in the same shape (a 1x1 conv2d can match the "
+                        "channels, its stride the height and width)");
+  ins_ = in;
+  in_ = in.front();
+  out_ = in.front();
+  return out_;
+}
+
+void Add::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
+  ctx.backend.add(y, xs[0], xs[1]);
+  for (size_t k = 2; k < xs.size(); ++k) ctx.backend.add(y, y, xs[k]);
+}
+
+void Add::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor&,
+                          const Tensor& dy, const std::vector<Tensor*>& dxs) {
+  for (Tensor* dx : dxs)
+    if (dx) ctx.backend.copy(*dx, dy);
+}
+
+int64_t Add::flops() const { return static_cast<int64_t>(ins_.size() - 1) * out_.numel(); }
+
+Shape Concat::setup_inputs(const std::vector<Shape>& in) {
+  const Shape& first = in.front();
+  int64_t axis = 0;
+  for (const Shape& s : in) {
+    bool same = s.rank() == first.rank();
+    for (int d = 1; same && d < s.rank(); ++d) same = s[d] == first[d];
+    if (!same)
+      throw ConfigError("concat joins inputs along their first axis (channels, or features), so "
+                        "the others must agree; got " + first.str() + " and " + s.str(),
+                        first.rank() == 3 ? "make the branches keep the same height and width "
+                                            "(padding, stride)"
+                                          : "flatten every branch, or none");
+    axis += s[0];
+  }
+  std::vector<int64_t> dims(static_cast<size_t>(first.rank()));
+  for (int d = 0; d < first.rank(); ++d) dims[static_cast<size_t>(d)] = d == 0 ? axis : first[d];
+  ins_ = in;
+  in_ = first;
+  out_ = Shape(dims);
+  return out_;
+}
+
+// Per sample, input k fills the next input-size run of the output's values.
+void Concat::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
+  int64_t at = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const int64_t size = ins_[k].numel();
+    ctx.backend.copy_columns(y, at, xs[k], 0, size);
+    at += size;
+  }
+}
+
+void Concat::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor&,
+                             const Tensor& dy, const std::vector<Tensor*>& dxs) {
+  int64_t at = 0;
+  for (size_t k = 0; k < dxs.size(); ++k) {
+    const int64_t size = ins_[k].numel();
+    if (dxs[k]) ctx.backend.copy_columns(*dxs[k], 0, dy, at, size);
+    at += size;
+  }
+}
+
+}  // namespace tandem
