@@ -102,8 +102,8 @@ step backend-tests 120 bash -c "cd $BUILD/tests && ./backend_tests --gtest_outpu
 step gpu-engine-tests 150 bash -c "cd $BUILD/tests && ./tandem_tests \
   --gtest_filter='*gpu*:*Gpu*:*GPU*:*UploadAhead*' --gtest_output=xml:$OUT/gpu_engine_tests.xml"
 
-declare -A BATCH=([lenet]=64 [cifar_cnn]=128 [cifar_bn]=128 [mlp]=128)
-for c in lenet cifar_cnn cifar_bn; do
+declare -A BATCH=([lenet]=64 [cifar_cnn]=128 [cifar_bn]=128 [cifar_resnet]=128 [mlp]=128)
+for c in lenet cifar_cnn cifar_bn cifar_resnet; do
   b=${BATCH[$c]}
   step "bench-$c-gpu" 60 "$T" bench --config "configs/$c.yaml" --device gpu --batch-size "$b" --steps 50 --json
   step "torch-$c-cuda" 60 python3 bench/pytorch_bench.py --config "configs/$c.yaml" --device cuda --batch-size "$b" --steps 50 --json
@@ -119,7 +119,7 @@ step side-by-side-lenet 90 "$T" --config configs/lenet.yaml --device gpu,cpu:16 
   --metrics "$OUT/side-by-side.jsonl"
 # Everything else of the suite (the GPU cases above run again, briefly).
 step ctest 120 ctest --test-dir "$BUILD" --output-on-failure -j 16
-for c in lenet cifar_cnn cifar_bn mlp; do
+for c in lenet cifar_cnn cifar_bn cifar_resnet mlp; do
   b=${BATCH[$c]}
   step "bench-$c-cpu16" 40 "$T" bench --config "configs/$c.yaml" --device cpu --threads 16 --batch-size "$b" --steps 20 --json
 done
@@ -132,10 +132,10 @@ echo
 echo "== summary =="
 cat "$SUMMARY"
 echo
-printf '%-10s %14s %14s %14s\n' config tandem-gpu pytorch-gpu tandem-cpu16
+printf '%-12s %14s %14s %14s\n' config tandem-gpu pytorch-gpu tandem-cpu16
 get() { python3 -c "import json,sys; print(round(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['train_images_per_second']))" "$1" 2>/dev/null || echo -; }
-for c in lenet cifar_cnn cifar_bn mlp; do
-  printf '%-10s %14s %14s %14s\n' "$c" "$(get "$OUT/bench-$c-gpu.log")" "$(get "$OUT/torch-$c-cuda.log")" "$(get "$OUT/bench-$c-cpu16.log")"
+for c in lenet cifar_cnn cifar_bn cifar_resnet mlp; do
+  printf '%-12s %14s %14s %14s\n' "$c" "$(get "$OUT/bench-$c-gpu.log")" "$(get "$OUT/torch-$c-cuda.log")" "$(get "$OUT/bench-$c-cpu16.log")"
 done
 printf '%-10s %14s %14s\n' config timed-search heuristic
 for c in lenet cifar_cnn; do

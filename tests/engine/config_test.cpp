@@ -132,7 +132,7 @@ TEST(Graph, AllocatePacksTheParamsIntoOneAlignedBuffer) {
 }
 
 TEST(Config, ShippedConfigsLoadAndBuild) {
-  for (const char* name : {"lenet", "mlp", "cifar_cnn", "cifar_bn"}) {
+  for (const char* name : {"lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
     Graph g(c);
     EXPECT_EQ(g.classes(), 10) << name;

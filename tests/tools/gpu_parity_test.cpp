@@ -61,7 +61,7 @@ TEST_P(GpuParity, PerStepLossesAgreeWithTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, GpuParity,
-                         ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn"));
+                         ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet"));
 
 TEST(GpuDeterminism, TwoDeterministicGpuRunsGiveIdenticalLosses) {
   try {
