@@ -142,6 +142,21 @@ TEST_F(Parity, AddAlsoInPlace) {
   EXPECT_LT(error(a), kTol);
 }
 
+// concat's forward and backward copies: bit for bit (a copy rounds nothing).
+TEST_F(Parity, CopyColumnsOfConcatAndItsBackward) {
+  Pair y = make(Shape{64, 48, 7, 7}, 31), a = make(Shape{64, 32, 7, 7}, 32),
+       b = make(Shape{64, 16, 7, 7}, 33);
+  cpu_->copy_columns(y.c, 0, a.c, 0, 32 * 49);
+  gpu_->copy_columns(y.g, 0, a.g, 0, 32 * 49);
+  cpu_->copy_columns(y.c, 32 * 49, b.c, 0, 16 * 49);
+  gpu_->copy_columns(y.g, 32 * 49, b.g, 0, 16 * 49);
+  EXPECT_EQ(error(y), 0.0);
+  Pair db = make(Shape{64, 16, 7, 7}, 34);
+  cpu_->copy_columns(db.c, 0, y.c, 32 * 49, 16 * 49);
+  gpu_->copy_columns(db.g, 0, y.g, 32 * 49, 16 * 49);
+  EXPECT_EQ(error(db), 0.0);
+}
+
 // Training forward (output, saved statistics, running averages), inference and backward; the
 // sums run in another order on each device (double on the CPU, float blocks on the GPU).
 TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
