@@ -3,7 +3,7 @@
 #
 #   bench/compare_cpu.sh                 # from anywhere; paths are relative to the repo root
 #
-# For lenet (batch 64), mlp (128) and cifar_cnn (128), with THREADS threads (default 2), it runs
+# For lenet (batch 64), mlp (128), cifar_cnn, cifar_bn and cifar_resnet (128), with THREADS threads (default 2), it runs
 #   build/trainer bench --config C --device cpu --threads T --batch-size B --steps S --json
 #   python3 bench/pytorch_bench.py --config C --device cpu --threads T --batch-size B --steps S --json
 # alternately, ROUNDS times (default 2; the spread between rounds shows the noise), and prints
@@ -28,6 +28,8 @@ RUNS=(
   "lenet 64 ${STEPS_LENET:-100}"
   "mlp 128 ${STEPS_MLP:-200}"
   "cifar_cnn 128 ${STEPS_CIFAR:-30}"
+  "cifar_bn 128 ${STEPS_CIFAR:-30}"
+  "cifar_resnet 128 ${STEPS_CIFAR:-30}"
 )
 PT_ENV=(OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
 

@@ -1,21 +1,35 @@
 """Builds the PyTorch equivalent of a tandem YAML model (shared by pytorch_bench.py and
 pytorch_train_mnist.py).
 
-Mirrors tandem's rules (docs: /work/shared/DESIGN.md, engine/layer.h, engine/backend.h):
-  * layers are a sequential list; each item is a bare string ("- relu") or a one-key mapping
-    ("- conv2d: {filters: 20, kernel: 5}");
+Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
+  * layers are a list; each item is a bare string ("- relu"), a one-key mapping
+    ("- conv2d: {filters: 20, kernel: 5}"), or a mapping with one layer type plus optional
+    `name:` (a word) and `inputs:` (a name or a list of names), e.g.
+    "- {add: {}, inputs: [stem, batchnorm_3]}"; a type's value may be null or {};
+  * a layer is called by its `name:`, else type_k for the k-th layer of its type (named ones
+    count); `input` is the model's input. A layer takes the previous layer's output unless
+    `inputs:` names earlier layers; every output but the last must be taken by a later layer;
+  * when every layer takes the previous one, build_model returns an nn.Sequential; otherwise a
+    BranchingModel (the layer modules in an nn.ModuleList plus each one's input indices; forward
+    runs them in list order, keeping every output; the model's output is the last layer's);
   * conv2d {filters, kernel, stride: 1, padding: 0, dilation: 1, bias: true}
     dense {units, bias: true}            (a dense layer on a non-flat input flattens it first)
     maxpool / avgpool {kernel, stride: kernel, padding: 0}   (avgpool excludes padding)
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
     batchnorm {momentum: 0.1, eps: 1e-5}  (BatchNorm2d on a (C,H,W) input, BatchNorm1d on a flat one)
+    add (2+ inputs of one shape, elementwise sum; a name listed twice counts twice),
+    concat (2+ inputs joined along the first non-batch axis: channels of (C,H,W), features of (F));
     kernel / stride / padding / dilation may be an int or an [h, w] pair;
-  * initialisation: He uniform U(+-sqrt(6/fan_in)) for a conv2d/dense layer directly followed by relu or
-    leaky_relu, Glorot uniform U(+-sqrt(6/(fan_in+fan_out))) otherwise, biases zero;
+  * initialisation: a conv2d/dense layer's `init:` when given (he_normal, he_uniform,
+    glorot_normal, glorot_uniform, pytorch = U(+-1/sqrt(fan_in))); else He uniform
+    U(+-sqrt(6/fan_in)) when its output's first taker (the first later layer, in list order, that
+    takes it; in a sequential model, the layer directly after it) is relu or leaky_relu, Glorot
+    uniform U(+-sqrt(6/(fan_in+fan_out))) otherwise; biases zero;
   * loss softmax_cross_entropy (mean over the batch) or mse (mean over N*C against one-hot);
   * optimizer sgd {lr, momentum, weight_decay, nesterov} | adam | adamw {lr, beta1, beta2, eps,
     weight_decay}; tandem's defaults (weight_decay 0, also for adamw).
-Unknown layer types or keys are errors here too (so a typo is not silently benchmarked).
+Unknown layer types, keys or input names are errors here too (so a typo is not silently
+benchmarked).
 """
 import math
 import os
@@ -47,8 +61,8 @@ def _pair(v, what):
 
 
 _KEYS = {
-    "conv2d": {"filters", "kernel", "stride", "padding", "dilation", "bias"},
-    "dense": {"units", "bias"},
+    "conv2d": {"filters", "kernel", "stride", "padding", "dilation", "bias", "init"},
+    "dense": {"units", "bias", "init"},
     "maxpool": {"kernel", "stride", "padding"},
     "avgpool": {"kernel", "stride", "padding"},
     "global_avgpool": set(),
@@ -59,33 +73,103 @@ _KEYS = {
     "tanh": set(),
     "dropout": {"rate"},
     "batchnorm": {"momentum", "eps"},
+    "add": set(),
+    "concat": set(),
 }
+_MERGE = ("add", "concat")  # the layer types that take two or more inputs
 
 
-def parse_layers(cfg):
-    """[(type, args dict)] from cfg['layers']."""
+def parse_items(cfg):
+    """[{type, args, name, inputs}] from cfg['layers'] (name None / inputs None when not given)."""
     out = []
     for i, item in enumerate(cfg.get("layers") or []):
+        name = inputs = None
         if isinstance(item, str):
             typ, args = item, {}
-        elif isinstance(item, dict) and len(item) == 1:
-            typ, args = next(iter(item.items()))
-            args = args or {}
+        elif isinstance(item, dict) and item:
+            types = [k for k in item if k not in ("name", "inputs")]
+            if len(types) != 1:
+                raise ConfigError(f"layer {i}: " + ("no layer type beside 'name'/'inputs'" if not types
+                                  else f"several layer types in one item ({', '.join(map(str, types))})")
+                                  + f": {item!r}")
+            typ = types[0]
+            args = item[typ] or {}
             if not isinstance(args, dict):
                 raise ConfigError(f"layer {i} ({typ}): expected a mapping of options, got {args!r}")
+            if "name" in item:
+                name = item["name"]
+                if not isinstance(name, str) or not name:
+                    raise ConfigError(f"layer {i} ({typ}): 'name' must be a word, got {name!r}")
+            if "inputs" in item:
+                inputs = item["inputs"]
+                if isinstance(inputs, str):
+                    inputs = [inputs]
+                if (not isinstance(inputs, list) or not inputs
+                        or not all(isinstance(x, str) for x in inputs)):
+                    raise ConfigError(f"layer {i} ({typ}): 'inputs' must name one or more layers, "
+                                      f"got {item['inputs']!r}")
         else:
             raise ConfigError(f"layer {i}: expected a layer name or a one-key mapping, got {item!r}")
         if typ not in _KEYS:
             raise ConfigError(f"layer {i}: unknown layer type '{typ}'; expected one of: "
                               + ", ".join(sorted(_KEYS)))
+        for key in ("name", "inputs"):
+            if key in args:
+                raise ConfigError(f"layer {i} ({typ}): '{key}' is written among the layer's options; "
+                                  f"put it beside the type, e.g. '- {{{typ}: {{}}, {key}: ...}}'")
         unknown = set(args) - _KEYS[typ]
         if unknown:
             raise ConfigError(f"layer {i} ({typ}): unknown key(s) {sorted(unknown)}; expected one "
                               f"of: {sorted(_KEYS[typ])}")
-        out.append((typ, args))
+        out.append({"type": typ, "args": args, "name": name, "inputs": inputs})
     if not out:
         raise ConfigError("the config has no layers")
     return out
+
+
+def parse_layers(cfg):
+    """[(type, args dict)] from cfg['layers'] (names and inputs left out)."""
+    return [(it["type"], it["args"]) for it in parse_items(cfg)]
+
+
+def wiring(items):
+    """(names, inputs): each layer's name (its `name:`, else type_k for the k-th layer of its type,
+    named ones counted) and the activations it takes (0 = the model input, k = layer k-1's output),
+    checked as tandem's Graph checks them."""
+    names, counts = [], {}
+    for it in items:
+        counts[it["type"]] = counts.get(it["type"], 0) + 1
+        names.append(it["name"] or f"{it['type']}_{counts[it['type']]}")
+    named = {"input": 0}
+    inputs = []
+    for i, it in enumerate(items):
+        label = f"layer {i} ({it['type']}, {names[i]})"
+        ins = []
+        for n in it["inputs"] or []:
+            if n not in named:
+                later = n in names[i:]
+                raise ConfigError(f"{label} takes '{n}', " + (
+                    "a layer listed after it" if later else
+                    "which is no earlier layer's name; inputs name earlier layers: "
+                    + ", ".join(named) + " (a layer is called by its 'name:', else type_k for the "
+                    "k-th of its type)"))
+            ins.append(named[n])
+        ins = ins or [i]
+        if names[i] in named:
+            raise ConfigError(f"{label} is called '{names[i]}', a name " + (
+                "kept for the model's input" if names[i] == "input" else "an earlier layer already has"))
+        named[names[i]] = i + 1
+        several = it["type"] in _MERGE
+        if several != (len(ins) > 1):
+            raise ConfigError(f"{label} takes " + ("two or more inputs" if several else "one input")
+                              + f", got {len(ins)}")
+        inputs.append(ins)
+    taken = {a for ins in inputs for a in ins}
+    for i in range(len(items) - 1):
+        if i + 1 not in taken:
+            raise ConfigError(f"the output of layer {i} ({items[i]['type']}, {names[i]}) is taken by "
+                              "no later layer (the model's output is the last layer's)")
+    return names, inputs
 
 
 def input_shape(cfg):
@@ -95,75 +179,191 @@ def input_shape(cfg):
     return tuple(int(s) for s in shape)
 
 
-def _init_weight(w, he):
-    # fan_in / fan_out as tandem and torch define them: in * kh * kw, out * kh * kw.
+_INITS = ("he_normal", "he_uniform", "glorot_normal", "glorot_uniform", "pytorch")
+
+
+def _init_weight(w, he, init=None, where="init"):
+    """tandem's init: `init` when given, else He uniform before relu-like layers, Glorot uniform
+    otherwise. fan_in / fan_out as tandem and torch define them: in * kh * kw, out * kh * kw."""
+    if init is not None and init not in _INITS:
+        raise ConfigError(f"{where}: unknown '{init}'; expected one of: " + ", ".join(_INITS))
+    init = init or ("he_uniform" if he else "glorot_uniform")
     fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(w)
     with torch.no_grad():
-        if he:
-            a = math.sqrt(6.0 / fan_in)
-            w.uniform_(-a, a)
+        if init == "he_normal":
+            w.normal_(0.0, math.sqrt(2.0 / fan_in))
+        elif init == "glorot_normal":
+            w.normal_(0.0, math.sqrt(2.0 / (fan_in + fan_out)))
         else:
-            a = math.sqrt(6.0 / (fan_in + fan_out))
-            w.uniform_(-a, a)
+            bound = {"he_uniform": math.sqrt(6.0 / fan_in),
+                     "glorot_uniform": math.sqrt(6.0 / (fan_in + fan_out)),
+                     "pytorch": 1.0 / math.sqrt(fan_in)}[init]
+            w.uniform_(-bound, bound)
+
+
+def _out_shape(mod, shp):
+    # In eval mode: a batch of one is fine for BatchNorm1d, and no running statistics move.
+    was = mod.training
+    mod.eval()
+    try:
+        with torch.no_grad():
+            return tuple(mod(torch.zeros((1,) + shp)).shape[1:])
+    finally:
+        mod.train(was)
+
+
+def _make_layer(i, typ, a, shape, he):
+    """(module, flatten_first) for a one-input layer on a per-sample input `shape`."""
+    flatten_first = False
+    if typ == "conv2d":
+        if len(shape) != 3:
+            raise ConfigError(f"layer {i} (conv2d): needs a (C,H,W) input, got {shape}")
+        m = nn.Conv2d(shape[0], int(a["filters"]), _pair(a["kernel"], "kernel"),
+                      stride=_pair(a.get("stride", 1), "stride"),
+                      padding=_pair(a.get("padding", 0), "padding"),
+                      dilation=_pair(a.get("dilation", 1), "dilation"),
+                      bias=bool(a.get("bias", True)))
+        _init_weight(m.weight, he, a.get("init"), f"layer {i} ({typ}): init")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif typ == "dense":
+        if len(shape) != 1:
+            flatten_first = True
+            shape = (math.prod(shape),)
+        m = nn.Linear(shape[0], int(a["units"]), bias=bool(a.get("bias", True)))
+        _init_weight(m.weight, he, a.get("init"), f"layer {i} ({typ}): init")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif typ in ("maxpool", "avgpool"):
+        k = _pair(a["kernel"], "kernel")
+        s = _pair(a.get("stride", a["kernel"]), "stride")
+        p = _pair(a.get("padding", 0), "padding")
+        m = (nn.MaxPool2d(k, s, p) if typ == "maxpool"
+             else nn.AvgPool2d(k, s, p, count_include_pad=False))
+    elif typ == "global_avgpool":
+        m = nn.AdaptiveAvgPool2d(1)
+    elif typ == "flatten":
+        m = nn.Flatten()
+    elif typ == "relu":
+        m = nn.ReLU()
+    elif typ == "leaky_relu":
+        m = nn.LeakyReLU(float(a.get("alpha", 0.01)))
+    elif typ == "sigmoid":
+        m = nn.Sigmoid()
+    elif typ == "tanh":
+        m = nn.Tanh()
+    elif typ == "dropout":
+        m = nn.Dropout(float(a.get("rate", 0.5)))
+    elif typ == "batchnorm":
+        bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+        m = bn(shape[0], eps=float(a.get("eps", 1e-5)), momentum=float(a.get("momentum", 0.1)))
+    else:
+        raise ConfigError(f"layer {i} ({typ}): takes two or more inputs")
+    return m, flatten_first
+
+
+class Add(nn.Module):
+    """Elementwise sum of two or more inputs of one shape (tandem's add)."""
+
+    def forward(self, *xs):
+        y = xs[0] + xs[1]
+        for x in xs[2:]:
+            y = y + x
+        return y
+
+
+class Concat(nn.Module):
+    """Joins inputs along the first non-batch axis: channels of (N,C,H,W), features of (N,F)."""
+
+    def forward(self, *xs):
+        return torch.cat(xs, dim=1)
+
+
+def _merge_shape(i, typ, shapes):
+    first = shapes[0]
+    if typ == "add":
+        for s in shapes:
+            if s != first:
+                raise ConfigError(f"layer {i} (add): needs inputs of one shape, got {first} and {s}")
+        return first
+    for s in shapes:
+        if len(s) != len(first) or s[1:] != first[1:]:
+            raise ConfigError(f"layer {i} (concat): joins inputs along their first axis, so the "
+                              f"others must agree; got {first} and {s}")
+    return (sum(s[0] for s in shapes),) + first[1:]
+
+
+class BranchingModel(nn.Module):
+    """A tandem model whose layers take named earlier outputs. layers[i] takes the activations
+    inputs[i] (0 = the model input, k = layers[k-1]'s output); the model's output is the last
+    layer's. forward runs the layers in list order and keeps every output."""
+
+    def __init__(self, layers, inputs, names, flatten_output=False):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.inputs = [list(ins) for ins in inputs]
+        self.names = list(names)
+        self.flatten_output = flatten_output
+
+    def forward(self, x):
+        acts = [x]
+        for layer, ins in zip(self.layers, self.inputs):
+            acts.append(layer(*[acts[a] for a in ins]))
+        y = acts[-1]
+        return torch.flatten(y, 1) if self.flatten_output else y
+
+    def extra_repr(self):
+        names = ["input"] + self.names
+        return "wiring: " + "; ".join(
+            f"{self.names[i]} <- {', '.join(names[a] for a in ins)}"
+            for i, ins in enumerate(self.inputs)) + (", flatten_output=True" if self.flatten_output else "")
 
 
 def build_model(cfg):
-    """nn.Sequential equivalent to the tandem model, initialised like tandem."""
-    layers = parse_layers(cfg)
+    """(model, output width): the nn.Module equivalent to the tandem model, initialised like tandem.
+    nn.Sequential when every layer takes the previous one's output, else a BranchingModel."""
+    items = parse_items(cfg)
+    names, inputs = wiring(items)
     shape = input_shape(cfg)  # per sample, no batch axis
+    if all(ins == [i] for i, ins in enumerate(inputs)):
+        return _build_sequential([(it["type"], it["args"]) for it in items], shape)
+    # He init when the output's first taker (in list order) is relu-like, as tandem's Graph.
+    first_taker = {}
+    for i, ins in enumerate(inputs):
+        for a in ins:
+            first_taker.setdefault(a, items[i]["type"])
+    shapes = [shape]
     mods = []
+    for i, it in enumerate(items):
+        typ, a = it["type"], it["args"]
+        in_shapes = [shapes[k] for k in inputs[i]]
+        if typ in _MERGE:
+            m = Add() if typ == "add" else Concat()
+            out = _merge_shape(i, typ, in_shapes)
+        else:
+            he = first_taker.get(i + 1) in ("relu", "leaky_relu")
+            m, flatten_first = _make_layer(i, typ, a, in_shapes[0], he)
+            if flatten_first:
+                m = nn.Sequential(nn.Flatten(), m)
+            out = _out_shape(m, in_shapes[0])
+        mods.append(m)
+        shapes.append(out)
+    shape = shapes[-1]
+    model = BranchingModel(mods, inputs, names, flatten_output=len(shape) != 1)
+    return model, math.prod(shape)
 
-    def out_shape(mod, shp):
-        with torch.no_grad():
-            return tuple(mod(torch.zeros((1,) + shp)).shape[1:])
 
+def _build_sequential(layers, shape):
+    mods = []
     for i, (typ, a) in enumerate(layers):
         nxt = layers[i + 1][0] if i + 1 < len(layers) else None
         he = nxt in ("relu", "leaky_relu")
-        if typ == "conv2d":
-            if len(shape) != 3:
-                raise ConfigError(f"layer {i} (conv2d): needs a (C,H,W) input, got {shape}")
-            m = nn.Conv2d(shape[0], int(a["filters"]), _pair(a["kernel"], "kernel"),
-                          stride=_pair(a.get("stride", 1), "stride"),
-                          padding=_pair(a.get("padding", 0), "padding"),
-                          dilation=_pair(a.get("dilation", 1), "dilation"),
-                          bias=bool(a.get("bias", True)))
-            _init_weight(m.weight, he)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif typ == "dense":
-            if len(shape) != 1:
-                mods.append(nn.Flatten())
-                shape = (math.prod(shape),)
-            m = nn.Linear(shape[0], int(a["units"]), bias=bool(a.get("bias", True)))
-            _init_weight(m.weight, he)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif typ in ("maxpool", "avgpool"):
-            k = _pair(a["kernel"], "kernel")
-            s = _pair(a.get("stride", a["kernel"]), "stride")
-            p = _pair(a.get("padding", 0), "padding")
-            m = (nn.MaxPool2d(k, s, p) if typ == "maxpool"
-                 else nn.AvgPool2d(k, s, p, count_include_pad=False))
-        elif typ == "global_avgpool":
-            m = nn.AdaptiveAvgPool2d(1)
-        elif typ == "flatten":
-            m = nn.Flatten()
-        elif typ == "relu":
-            m = nn.ReLU()
-        elif typ == "leaky_relu":
-            m = nn.LeakyReLU(float(a.get("alpha", 0.01)))
-        elif typ == "sigmoid":
-            m = nn.Sigmoid()
-        elif typ == "tanh":
-            m = nn.Tanh()
-        elif typ == "dropout":
-            m = nn.Dropout(float(a.get("rate", 0.5)))
-        elif typ == "batchnorm":
-            bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
-            m = bn(shape[0], eps=float(a.get("eps", 1e-5)), momentum=float(a.get("momentum", 0.1)))
+        m, flatten_first = _make_layer(i, typ, a, shape, he)
+        if flatten_first:
+            mods.append(nn.Flatten())
+            shape = (math.prod(shape),)
         mods.append(m)
-        shape = out_shape(m, shape)
+        shape = _out_shape(m, shape)
     model = nn.Sequential(*mods)
     if len(shape) != 1:
         # The loss sees (N, C): flatten a (C,1,1) output (global_avgpool last).
