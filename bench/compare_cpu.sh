@@ -80,13 +80,13 @@ best() { printf '%s\n' "$@" | grep -v '^-$' | sort -n | tail -n 1; }
 for metric in train infer; do
   echo
   echo "$metric images/s (median step; each round's figure, then the best)"
-  hdr=$(printf '%-10s %5s' config batch)
+  hdr=$(printf '%-13s %5s' config batch)
   for ((r = 1; r <= ROUNDS; r++)); do hdr+=$(printf ' %9s %9s' "tandem$r" "torch$r"); done
   hdr+=$(printf ' %9s %9s %8s' "tandem" "pytorch" "ratio")
   echo "$hdr"
   for run in "${RUNS[@]}"; do
     read -r name batch steps <<<"$run"
-    line=$(printf '%-10s %5s' "$name" "$batch")
+    line=$(printf '%-13s %5s' "$name" "$batch")
     tv=() pv=()
     for ((r = 1; r <= ROUNDS; r++)); do
       t=$( [[ -f $tmp/t.$name.$r ]] && field "$tmp/t.$name.$r" "${metric}_images_per_second" || echo -)

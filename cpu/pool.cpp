@@ -1,10 +1,15 @@
-// 2-D max and average pooling on the CPU: forward through oneDNN, backward as OpenMP loops.
+// 2-D max and average pooling on the CPU: average forward through oneDNN, the rest as OpenMP loops.
 //
-// The backward pass is written by hand because it is computed from x and y (the interface keeps no
-// oneDNN workspace), which also fixes the tie rule: a max window's gradient goes to its first
-// maximum in row-major order, the same element on every backend.
+// Max forward is written by hand because oneDNN's drops a NaN in a window, which would hide a
+// non-finite activation from the NaN checks; here, as in PyTorch and cuDNN's PROPAGATE_NAN, a NaN
+// is the window's maximum. The backward pass is written by hand because it is computed from x and
+// y (the interface keeps no oneDNN workspace), which also fixes the tie rule: a max window's
+// gradient goes to its first maximum in row-major order (its first NaN, if any), the same element
+// on every backend.
 #include <algorithm>
+#include <cmath>
 #include <string>
+#include <utility>
 
 #include "cpu/cpu_backend_impl.h"
 
@@ -31,25 +36,70 @@ std::string pool_key(const Shape& x, const Pool2dParams& p) {
          std::to_string(p.pad_h) + "," + std::to_string(p.pad_w);
 }
 
-// Offset in a plane of row length W of the first element of window [hs,he) x [ws,we) equal to m
-// (the window's forward output); the first maximum of the window if none is (m is NaN).
-inline int64_t first_max(const float* xs, int64_t W, int64_t hs, int64_t he, int64_t ws, int64_t we,
-                         float m) {
+// Max pooling's order: a NaN is above every number, so a window with one has a NaN maximum.
+inline bool above(float v, float m) { return v > m || (v != v && m == m); }
+// Equality in that order: a NaN is the same as a NaN.
+inline bool same(float v, float m) { return v == m || (v != v && m != m); }
+
+// Offset in a plane of row length W of the first maximum of window [hs,he) x [ws,we).
+inline int64_t first_max(const float* xs, int64_t W, int64_t hs, int64_t he, int64_t ws,
+                         int64_t we) {
   int64_t arg = hs * W + ws;
   for (int64_t h = hs; h < he; ++h) {
     for (int64_t w = ws; w < we; ++w) {
-      const float v = xs[h * W + w];
-      if (v == m) return h * W + w;
-      if (v > xs[arg]) arg = h * W + w;
+      if (above(xs[h * W + w], xs[arg])) arg = h * W + w;
     }
   }
   return arg;
 }
 
+// The non-padding rows [begin, end) of window o along an axis of the given size.
+inline std::pair<int64_t, int64_t> span(int64_t o, int kernel, int stride, int pad, int64_t size) {
+  const int64_t start = o * stride - pad;
+  return {std::max<int64_t>(start, 0), std::min<int64_t>(start + kernel, size)};
+}
+
+bool is_2x2_stride_2(const Pool2dParams& p) {
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0;
+}
+
+// y (planes,P,Q) = max of each window of x (planes,H,W). 2x2 windows of stride 2 (LeNet's and
+// VGG's) get a branch-free loop that vectorises.
+void max_pool_forward(float* y, const float* x, int64_t planes, int64_t H, int64_t W, int64_t P,
+                      int64_t Q, const Pool2dParams& p) {
+  const bool fast = is_2x2_stride_2(p);
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xs = x + plane * H * W;
+    float* ys = y + plane * P * Q;
+    for (int64_t op = 0; op < P; ++op) {
+      float* yo = ys + op * Q;
+      if (fast) {
+        const float* x0 = xs + 2 * op * W;
+        const float* x1 = x0 + W;
+#pragma omp simd
+        for (int64_t q = 0; q < Q; ++q) {
+          float m = x0[2 * q];
+          m = above(x0[2 * q + 1], m) ? x0[2 * q + 1] : m;
+          m = above(x1[2 * q], m) ? x1[2 * q] : m;
+          m = above(x1[2 * q + 1], m) ? x1[2 * q + 1] : m;
+          yo[q] = m;
+        }
+        continue;
+      }
+      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
+        yo[oq] = hs < he && ws < we ? xs[first_max(xs, W, hs, he, ws, we)] : -HUGE_VALF;
+      }
+    }
+  }
+}
+
 // Max-pool backward for 2x2 windows of stride 2 without padding (LeNet's and VGG's pooling): each
 // dx entry is written once, branch-free, so the loop vectorises. A window's gradient goes to its
-// first element equal to y (the last one when none is, i.e. y is NaN). Rows and columns past the
-// last window get 0.
+// first element equal to y (a NaN equal to a NaN y). Rows and columns past the last window get 0.
 void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const float* y,
                            int64_t planes, int64_t H, int64_t W, int64_t P, int64_t Q) {
 #pragma omp parallel for schedule(static)
@@ -65,15 +115,16 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
       const float* g = dy + (plane * P + op) * Q;
 #pragma omp simd
       for (int64_t q = 0; q < Q; ++q) {
+        // A chain of selects, no branch, so the loop vectorises: t is the gradient not yet routed.
         const float m = ym[q];
-        const bool a = x0[2 * q] == m;
-        const bool b = !a && x0[2 * q + 1] == m;
-        const bool c = !a && !b && x1[2 * q] == m;
-        const bool d = !a && !b && !c;
-        d0[2 * q] = a ? g[q] : 0.f;
-        d0[2 * q + 1] = b ? g[q] : 0.f;
-        d1[2 * q] = c ? g[q] : 0.f;
-        d1[2 * q + 1] = d ? g[q] : 0.f;
+        float t = g[q];
+        d0[2 * q] = same(x0[2 * q], m) ? t : 0.f;
+        t = same(x0[2 * q], m) ? 0.f : t;
+        d0[2 * q + 1] = same(x0[2 * q + 1], m) ? t : 0.f;
+        t = same(x0[2 * q + 1], m) ? 0.f : t;
+        d1[2 * q] = same(x1[2 * q], m) ? t : 0.f;
+        t = same(x1[2 * q], m) ? 0.f : t;
+        d1[2 * q + 1] = t;
       }
       std::fill(d0 + 2 * Q, d0 + W, 0.f);
       std::fill(d1 + 2 * Q, d1 + W, 0.f);
@@ -84,10 +135,19 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
 
 }  // namespace
 
-// y (N,C,P,Q) = max or mean (padding excluded) of each window of x (N,C,H,W).
+// y (N,C,P,Q) = max (NaN if the window holds one) or mean (padding excluded) of each window of
+// x (N,C,H,W).
 void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
   check_pool_shapes(x.shape(), y.shape(), p);
   if (y.numel() == 0) return;
+  if (p.mode == PoolMode::kMax) {
+    if (tracing())
+      placed("pool2d_forward " + pool_key(x.shape(), p) +
+             " -> tandem's OpenMP loop (NaN-propagating)");
+    max_pool_forward(y.data(), x.data(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2),
+                     y.dim(3), p);
+    return;
+  }
   const std::string key = pool_key(x.shape(), p);
   auto& e = cached<PoolForwardEntry>("pool_fwd " + key, [&] {
     return dnnl_guard("pool2d_forward " + key, [&] {
@@ -96,13 +156,10 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
       const Shape& ys = y.shape();
       dnnl::memory::desc src_md = plain_desc({xs[0], xs[1], xs[2], xs[3]});
       dnnl::memory::desc dst_md = plain_desc({ys[0], ys[1], ys[2], ys[3]});
-      // Inference: no workspace, the backward pass finds the maxima from x and y.
-      dnnl::pooling_forward::desc d(
-          dnnl::prop_kind::forward_inference,
-          p.mode == PoolMode::kMax ? dnnl::algorithm::pooling_max
-                                   : dnnl::algorithm::pooling_avg_exclude_padding,
-          src_md, dst_md, {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w},
-          {p.pad_h, p.pad_w});
+      dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::pooling_avg_exclude_padding, src_md, dst_md,
+                                    {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w},
+                                    {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w});
       dnnl::pooling_forward::primitive_desc pd(d, scratchpad_attr(), engine());
       e->prim = dnnl::pooling_forward(pd);
       e->scratch_md = pd.scratchpad_desc();
@@ -120,7 +177,7 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
   stream().wait();
 }
 
-// dx (N,C,H,W) from dy (N,C,P,Q): max routes each dy to the first x in its window equal to y,
+// dx (N,C,H,W) from dy (N,C,P,Q): max routes each dy to the first maximum of its window,
 // average spreads dy evenly over the window's non-padded elements. dx is overwritten.
 void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
                                  const Pool2dParams& p) {
@@ -134,8 +191,7 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
   const float* dyp = dy.data();
   float* dxp = dx.data();
   const bool is_max = p.mode == PoolMode::kMax;
-  if (is_max && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
-      p.pad_h == 0 && p.pad_w == 0) {
+  if (is_max && is_2x2_stride_2(p)) {
     max_pool_backward_2x2(dxp, dyp, xp, yp, planes, H, W, P, Q);
     return;
   }
@@ -143,20 +199,17 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
 #pragma omp parallel for schedule(static)
   for (int64_t plane = 0; plane < planes; ++plane) {
     const float* xs = xp + plane * H * W;
-    const float* ys = yp + plane * P * Q;
     const float* dys = dyp + plane * P * Q;
     float* dxs = dxp + plane * H * W;
     std::fill(dxs, dxs + H * W, 0.f);
     for (int64_t op = 0; op < P; ++op) {
-      const int64_t h0 = op * p.stride_h - p.pad_h;
-      const int64_t hs = std::max<int64_t>(h0, 0), he = std::min<int64_t>(h0 + p.kernel_h, H);
+      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
       for (int64_t oq = 0; oq < Q; ++oq) {
-        const int64_t w0 = oq * p.stride_w - p.pad_w;
-        const int64_t ws = std::max<int64_t>(w0, 0), we = std::min<int64_t>(w0 + p.kernel_w, W);
+        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
         const float g = dys[op * Q + oq];
         if (hs >= he || ws >= we) continue;
         if (is_max) {
-          dxs[first_max(xs, W, hs, he, ws, we, ys[op * Q + oq])] += g;
+          dxs[first_max(xs, W, hs, he, ws, we)] += g;
         } else {
           const float share = g / static_cast<float>((he - hs) * (we - ws));
           for (int64_t h = hs; h < he; ++h) {

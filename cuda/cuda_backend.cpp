@@ -151,7 +151,7 @@ PoolEntry& CudaBackend::pool_entry(const Tensor& x, const Tensor& y, const Pool2
   set_nchw(e->y, y);
   cudnnPoolingMode_t mode = p.mode == PoolMode::kMax ? CUDNN_POOLING_MAX_DETERMINISTIC
                                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  CUDNN_CHECK(cudnnSetPooling2dDescriptor(e->pool, mode, CUDNN_NOT_PROPAGATE_NAN, p.kernel_h,
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(e->pool, mode, CUDNN_PROPAGATE_NAN, p.kernel_h,
                                           p.kernel_w, p.pad_h, p.pad_w, p.stride_h, p.stride_w));
   PoolEntry& ref = *e;
   pool_cache_.emplace(key, std::move(e));

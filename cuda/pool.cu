@@ -1,4 +1,5 @@
 // Max and average pooling: forward through cuDNN, backward through gather kernels (first maximum).
+// A NaN in a max window is its maximum (CUDNN_PROPAGATE_NAN, as the CPU backend and PyTorch).
 //
 // Backward is written by hand because the interface routes a max-pool gradient to the *first*
 // maximum of its window (ties are common after a relu: windows of zeros), which cuDNN does not
@@ -9,6 +10,10 @@
 
 namespace tandem {
 namespace {
+
+// Max pooling's order: a NaN is above every number (cuDNN's forward propagates it), and the first
+// of equal maxima wins.
+__device__ __forceinline__ bool above(float v, float m) { return v > m || (v != v && m == m); }
 
 struct PoolGeom {
   int N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw;
@@ -36,7 +41,7 @@ __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __
         float bv = xp[best];
         for (int r = r_span.begin; r < r_span.end; ++r)
           for (int s = s_span.begin; s < s_span.end; ++s)
-            if (xp[r * g.W + s] > bv) bv = xp[r * g.W + s], best = r * g.W + s;
+            if (above(xp[r * g.W + s], bv)) bv = xp[r * g.W + s], best = r * g.W + s;
         if (best == h * g.W + w) sum += dyp[p * g.Q + q];
       }
     }

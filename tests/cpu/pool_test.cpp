@@ -68,6 +68,47 @@ TEST_P(PoolTest, BackwardMatchesReferenceWithTies) {
   }
 }
 
+// A NaN in a max window makes the window's output NaN wherever it stands in the window (as in
+// PyTorch), so a non-finite activation is not hidden by the pooling after it.
+TEST_P(PoolTest, MaxForwardPassesANaNOn) {
+  for (const PoolCase& c : pool_cases()) {
+    if (c.p.mode != PoolMode::kMax) continue;
+    SCOPED_TRACE(c.name);
+    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
+    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    Floats x = random(c.n * c.c * c.h * c.w, 30);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = NAN;
+    Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
+    be().pool2d_forward(y, tx, c.p);
+    Floats got = download(y);
+    Doubles want = reference::pool2d_forward(x, c.n, c.c, c.h, c.w, c.p);
+    int64_t nans = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(std::isnan(got[i]), std::isnan(want[i])) << "output " << i;
+      nans += std::isnan(want[i]);
+    }
+    EXPECT_GT(nans, 0);
+  }
+}
+
+// A window holding a NaN sends its gradient to its first NaN, the element its output came from.
+TEST_P(PoolTest, MaxBackwardRoutesANaNWindowToItsFirstNaN) {
+  for (const PoolCase& c : pool_cases()) {
+    if (c.p.mode != PoolMode::kMax) continue;
+    SCOPED_TRACE(c.name);
+    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
+    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    Floats x = random(c.n * c.c * c.h * c.w, 31);
+    for (size_t i = 1; i < x.size(); i += 5) x[i] = NAN;
+    Floats dy = random(c.n * c.c * P * Q, 32);
+    Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
+    be().pool2d_forward(y, tx, c.p);
+    Tensor tdy = upload({c.n, c.c, P, Q}, dy), dx = output({c.n, c.c, c.h, c.w});
+    be().pool2d_backward(dx, tdy, tx, y, c.p);
+    EXPECT_CLOSE(download(dx), reference::pool2d_backward(dy, x, c.n, c.c, c.h, c.w, c.p));
+  }
+}
+
 TANDEM_INSTANTIATE_BACKEND_SUITE(PoolTest);
 
 }  // namespace

@@ -106,7 +106,7 @@ Doubles pool2d_forward(const Floats& x, int64_t n, int64_t c, int64_t h, int64_t
         for (int64_t i = win.h0; i < win.h1; ++i)
           for (int64_t j = win.w0; j < win.w1; ++j) {
             double v = x[(plane * h + i) * w + j];
-            best = std::max(best, v);
+            if (std::isnan(v) || v > best) best = v;  // a NaN stays: max pooling passes it on
             sum += v;
           }
         double count = static_cast<double>((win.h1 - win.h0) * (win.w1 - win.w0));
@@ -130,7 +130,9 @@ Doubles pool2d_backward(const Floats& dy, const Floats& x, int64_t n, int64_t c,
           for (int64_t i = win.h0; i < win.h1; ++i)
             for (int64_t j = win.w0; j < win.w1; ++j) {
               int64_t idx = (plane * h + i) * w + j;
-              if (arg < 0 || x[idx] > x[arg]) arg = idx;  // strict: the first maximum wins
+              // strict: the first maximum wins; a NaN is above every number
+              if (arg < 0 || x[idx] > x[arg] || (std::isnan(x[idx]) && !std::isnan(x[arg])))
+                arg = idx;
             }
           dx[arg] += g;
         } else {
