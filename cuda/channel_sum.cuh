@@ -33,7 +33,7 @@ __global__ void channel_partial_kernel(float2* partial, Value value, int64_t c, 
   }
   buf[threadIdx.x] = s;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {  // blockDim is kThreads, 2^k
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {  // launched with kThreads threads
     if (threadIdx.x < stride) {
       buf[threadIdx.x].x += buf[threadIdx.x + stride].x;
       buf[threadIdx.x].y += buf[threadIdx.x + stride].y;

@@ -220,6 +220,7 @@ std::string conv_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a);
 
 // Elements per launch grid: enough blocks to fill the GPU, grid-stride loops do the rest.
 constexpr int kThreads = 256;
+static_assert((kThreads & (kThreads - 1)) == 0, "the block reductions halve kThreads down to 1");
 inline unsigned grid_for(int64_t n) {
   int64_t blocks = (n + kThreads - 1) / kThreads;
   if (blocks > 65535LL * 8) blocks = 65535LL * 8;

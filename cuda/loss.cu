@@ -69,7 +69,7 @@ __global__ void sum_rows(float* out, const float* rows, int64_t n, double scale)
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += rows[i];
   partial[threadIdx.x] = s;
   __syncthreads();
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {  // launched with kThreads threads
     if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
