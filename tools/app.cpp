@@ -299,27 +299,32 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
 void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) {
   PlotPanel loss{"Loss per epoch", "epoch", "loss", {}, false};
   PlotPanel acc{"Accuracy per epoch", "epoch", "accuracy (%)", {}, false};
+  PlotPanel speed{"Training throughput per epoch", "epoch", "images/s", {}, false, true};
   int color = 0;
   for (const DeviceRun& r : runs) {
     if (r.result.epochs.empty()) {  // its legend entry says so
       PlotSeries none{r.device.label + " (not run)", {}, {}, color++, false};
-      loss.series.push_back(none), acc.series.push_back(none);
+      loss.series.push_back(none), acc.series.push_back(none), speed.series.push_back(none);
       continue;
     }
     PlotSeries tl{r.device.label + " train", {}, {}, color, false}, vl = tl, ta = tl, va = tl;
+    PlotSeries ips{r.device.label, {}, {}, color, false};
     vl.label = va.label = r.device.label + " test";
     vl.dashed = va.dashed = true;
     for (const EpochStats& e : r.result.epochs) {
       const double x = static_cast<double>(e.epoch);
       tl.x.push_back(x), vl.x.push_back(x), ta.x.push_back(x), va.x.push_back(x);
+      ips.x.push_back(x);
       tl.y.push_back(e.train_loss), vl.y.push_back(e.test_loss);
       ta.y.push_back(100 * e.train_accuracy), va.y.push_back(100 * e.test_accuracy);
+      ips.y.push_back(e.images_per_second);
     }
     loss.series.push_back(tl), loss.series.push_back(vl);
     acc.series.push_back(ta), acc.series.push_back(va);
+    speed.series.push_back(ips);
     ++color;
   }
-  write_plot(path, {loss, acc});
+  write_plot(path, {loss, acc, speed}, 1800, 500);
   fmt::print("plot written to {}\n", path);
 }
 

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <stb/stb_image.h>
 
@@ -166,35 +167,40 @@ TEST(SideBySide, BenchReportsTheInputPipelineOnItsOwn) {
 }
 
 #ifdef TANDEM_WITH_PLPLOT
-// Decodes a PNG and checks its size, that it is not blank, and that series colours appear.
-void expect_plot(const std::string& path, int series) {
+// Decodes a PNG and checks its size, that it is not blank, and that the colours of `series`
+// curves appear in each of its `panels` (equal columns, left to right).
+void expect_plot(const std::string& path, int series, int width, int panels) {
   int w = 0, h = 0, c = 0;
   unsigned char* px = stbi_load(path.c_str(), &w, &h, &c, 3);
   ASSERT_NE(px, nullptr) << path << ": " << stbi_failure_reason();
-  EXPECT_EQ(w, 1200);
+  EXPECT_EQ(w, width);
   EXPECT_EQ(h, 500);
   int64_t ink = 0;
-  std::set<int> colours;
+  std::vector<std::set<int>> colours(static_cast<size_t>(panels));
   for (int64_t i = 0; i < static_cast<int64_t>(w) * h; ++i) {
     const unsigned char* p = px + 3 * i;
     if (p[0] < 250 || p[1] < 250 || p[2] < 250) ++ink;
     // Saturated pixels: the curves (axes and text are grey to black).
     if (std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 100)
-      colours.insert((p[0] / 32) * 64 + (p[1] / 32) * 8 + p[2] / 32);
+      colours[static_cast<size_t>((i % w) * panels / w)].insert((p[0] / 32) * 64 +
+                                                                (p[1] / 32) * 8 + p[2] / 32);
   }
   stbi_image_free(px);
   const double share = static_cast<double>(ink) / (static_cast<double>(w) * h);
   EXPECT_GT(share, 0.01) << "almost blank";
   EXPECT_LT(share, 0.5) << "mostly ink";
-  EXPECT_GE(static_cast<int>(colours.size()), series) << "the curves' colours are missing";
+  for (int k = 0; k < panels; ++k)
+    EXPECT_GE(static_cast<int>(colours[static_cast<size_t>(k)].size()), series)
+        << "the curves' colours are missing from panel " << k + 1;
 }
 
-TEST(SideBySide, TrainingPlotIsAPngWithACurvePerDevice) {
+// Three panels: loss, accuracy and training throughput per epoch.
+TEST(SideBySide, TrainingPlotIsAPngWithACurvePerDeviceInEachPanel) {
   const std::string png = ::testing::TempDir() + "train_plot.png";
   auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("plot written to " + png), std::string::npos) << r.out;
-  expect_plot(png, 2);
+  expect_plot(png, 2, 1800, 3);
 }
 
 TEST(SideBySide, BenchPlotIsAPng) {
@@ -202,7 +208,7 @@ TEST(SideBySide, BenchPlotIsAPng) {
   auto r = run_trainer("bench --config " + small_config() +
                        " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
-  expect_plot(png, 2);
+  expect_plot(png, 2, 1200, 2);
 }
 #endif
 
