@@ -75,7 +75,7 @@ __global__ void normalize_kernel(float* y, const float* x, const float* mean, co
                                  int64_t inner) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / inner) % c;
+    const int64_t ch = channel_of(i, inner, c, n);
     y[i] = (x[i] - mean[ch]) * (gamma[ch] * inv_std[ch]) + beta[ch];
   }
 }
@@ -86,7 +86,7 @@ __global__ void normalize_running_kernel(float* y, const float* x, const float* 
                                          float eps, int64_t n, int64_t c, int64_t inner) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / inner) % c;
+    const int64_t ch = channel_of(i, inner, c, n);
     y[i] = (x[i] - mean[ch]) * (gamma[ch] / sqrtf(var[ch] + eps)) + beta[ch];
   }
 }
@@ -99,7 +99,7 @@ __global__ void batchnorm_dx_kernel(float* dx, const float* dy, const float* x, 
                                     int64_t inner) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t ch = (i / inner) % c;
+    const int64_t ch = channel_of(i, inner, c, n);
     const float a = gamma[ch] * inv_std[ch];
     const float b = -a * inv_std[ch] * dgamma[ch] * inv_m;
     dx[i] = (dy[i] - dbeta[ch] * inv_m) * a + (x[i] - mean[ch]) * b;

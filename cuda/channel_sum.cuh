@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/index_math.h"
 
 namespace tandem {
 

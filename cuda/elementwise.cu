@@ -23,7 +23,7 @@ __global__ void fill_kernel(float* t, float v, int64_t n) {
 
 // y (N,C,inner) += b (C)
 __global__ void bias_add_kernel(float* y, const float* b, int64_t n, int64_t c, int64_t inner) {
-  GRID_STRIDE(i, n) y[i] += b[(i / inner) % c];
+  GRID_STRIDE(i, n) y[i] += b[channel_of(i, inner, c, n)];
 }
 
 // The bias gradient's summands and where the channel sums go (channel_sum.cuh).

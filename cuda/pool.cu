@@ -6,6 +6,7 @@
 // promise, and because a gather (each dx element sums the windows that cover it) is deterministic
 // without atomics, for overlapping windows too.
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/index_math.h"
 #include "cuda/pool_windows.h"
 
 namespace tandem {
@@ -25,9 +26,9 @@ __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __
   int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int w = static_cast<int>(i % g.W);
-    int h = static_cast<int>((i / g.W) % g.H);
-    int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
+    const PlanePos pos = plane_pos(i, g.H, g.W, total);
+    const int h = pos.h, w = pos.w;
+    const int64_t nc = pos.plane;
     const float* xp = x + nc * g.H * g.W;
     const float* dyp = dy + nc * g.P * g.Q;
     const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
@@ -55,9 +56,9 @@ __global__ void avg_pool_backward_kernel(float* __restrict__ dx, const float* __
   int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int w = static_cast<int>(i % g.W);
-    int h = static_cast<int>((i / g.W) % g.H);
-    int64_t nc = i / (static_cast<int64_t>(g.W) * g.H);
+    const PlanePos pos = plane_pos(i, g.H, g.W, total);
+    const int h = pos.h, w = pos.w;
+    const int64_t nc = pos.plane;
     const float* dyp = dy + nc * g.P * g.Q;
     const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
     const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
