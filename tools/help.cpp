@@ -170,7 +170,10 @@ std::string flag_rows(const std::vector<const Flag*>& flags, size_t width = 19) 
   for (const Flag* f : flags) {
     out +=
         "  " + f->name + std::string(f->name.size() + 2 > width ? 2 : width - f->name.size(), ' ');
-    for (char ch : f->text) out += ch == '\n' ? "\n" + std::string(21, ' ') : std::string(1, ch);
+    for (char ch : f->text) {
+      out += ch;
+      if (ch == '\n') out.append(21, ' ');
+    }
     out += "\n";
   }
   return out;
