@@ -389,6 +389,7 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   }
   if (h.meta.count("batch_size"))
     m.batch_size = static_cast<int64_t>(meta_int(h, "batch_size", path));
+  if (h.meta.count("processes")) m.processes = static_cast<int64_t>(meta_int(h, "processes", path));
   if (auto it = h.meta.find("best_metric"); it != h.meta.end() && !it->second.empty()) {
     m.best_metric = it->second;
     m.best_epoch = static_cast<int64_t>(meta_int(h, "best_epoch", path));
@@ -443,6 +444,7 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"normalize_std", float_list(meta.normalize_std)},
       {"class_names", names},
       {"batch_size", std::to_string(meta.batch_size)},
+      {"processes", std::to_string(meta.processes)},
       {"best_metric", meta.best_metric},
       {"best_value", fmt::format("{}", meta.best_value)},
       {"best_epoch", std::to_string(meta.best_epoch)}};

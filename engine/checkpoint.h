@@ -29,6 +29,8 @@ struct CheckpointMeta {
   std::vector<float> normalize_mean, normalize_std;
   std::vector<std::string> class_names;  // the train split's, by label; empty: not recorded
   int64_t batch_size = 0;                // the run's batch size; 0: not recorded
+  // Data-parallel processes that trained it (each with batch_size samples a step); 1: one.
+  int64_t processes = 1;
   // The run's best epoch so far by train.checkpoint.best, so that a resumed run compares with it.
   std::string best_metric;  // empty: none
   double best_value = 0;

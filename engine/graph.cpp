@@ -165,6 +165,8 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   Tensor values(backend, Shape{packed}), grads(backend, Shape{packed});
   backend.fill(values, 0.f);
   backend.fill(grads, 0.f);
+  packed_values_ = values;
+  packed_grads_ = grads;
   uint64_t stream = 1;
   int64_t offset = 0;
   for (auto& layer : layers_) {

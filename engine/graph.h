@@ -70,6 +70,10 @@ class Graph {
   Tensor input_gradient(size_t layer, int64_t n) const;
 
   std::vector<Param*> params();
+  // Every parameter's value and gradient, packed back to back (packed_numel each; the gaps hold
+  // zeros), one tensor each: what a data-parallel step sums over its processes.
+  Tensor& packed_values() { return packed_values_; }
+  Tensor& packed_grads() { return packed_grads_; }
   // Every layer's buffers (Layer::buffers), in model order; valid after allocate().
   std::vector<std::pair<std::string, Tensor>> buffers();
   // Fewest samples a training batch may hold (Layer::min_training_batch).
@@ -92,6 +96,7 @@ class Graph {
   // Activation k (0 the input, i+1 layer i's output) and its gradient buffer.
   Tensor& act(int k) { return acts_[static_cast<size_t>(k)]; }
   std::vector<std::unique_ptr<Layer>> layers_;
+  Tensor packed_values_, packed_grads_;
   std::vector<std::vector<int>> inputs_;  // per layer, the activations it takes
   std::vector<int> consumers_;            // per activation, how many layer inputs take it
   // Per activation: whether the backward pass computes its gradient (some layer at or below it

@@ -25,6 +25,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Param*> params, 
     v = Tensor(backend_, Shape{packed});
     backend_.fill(v, 0.f);
   }
+  packed_m_ = m;
+  packed_v_ = v;
   int64_t offset = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Param& p = *params_[i];
@@ -65,6 +67,12 @@ void Optimizer::step(double lr) {
       backend_.adam_update(w, m, v, grad, a);
     }
   }
+}
+
+std::vector<Tensor*> Optimizer::state_tensors() {
+  std::vector<Tensor*> out{&packed_m_};
+  if (config_.type != "sgd") out.push_back(&packed_v_);
+  return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {

@@ -22,6 +22,8 @@ class Optimizer {
   void set_steps(int64_t steps) { steps_ = steps; }
   // The state tensors by name, "optimizer.conv2d_1.weight.velocity" (SGD) or ".m" and ".v" (Adam).
   std::vector<std::pair<std::string, Tensor>> state() const;
+  // The same state as one packed tensor per kind (velocity, or m and v), laid out like the params.
+  std::vector<Tensor*> state_tensors();
 
  private:
   // Params packed back to back in one buffer (packed_numel, as Graph::allocate lays them out),
@@ -34,6 +36,7 @@ class Optimizer {
   OptimizerConfig config_;
   std::vector<Param*> params_;
   Backend& backend_;
+  Tensor packed_m_, packed_v_;  // v: Adam only
   std::vector<Tensor> m_, v_;  // per param, views of the state buffers; SGD uses m_ as the velocity
   std::vector<Run> runs_;
   int64_t steps_ = 0;

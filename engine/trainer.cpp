@@ -65,6 +65,14 @@ std::string loss_text(double l) {
   return std::isnan(l) ? "NaN" : std::isinf(l) ? "infinite" : fmt::format("{:.5g}", l);
 }
 
+// What every process of a data-parallel run must hold alike: the weights (one packed tensor) and
+// the optimizer's state.
+std::vector<Tensor*> training_state(TrainStep& step) {
+  std::vector<Tensor*> state{&step.graph().packed_values()};
+  for (Tensor* t : step.optimizer().state_tensors()) state.push_back(t);
+  return state;
+}
+
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
   return [&backend](size_t bytes) { return backend.allocate_host(bytes); };
 }
@@ -140,36 +148,51 @@ void TrainStep::read(double* loss, double* correct) {
   *correct = values[1];
 }
 
-EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers) {
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers,
+                   Communicator* comm) {
   EvalStats s;
+  const bool parallel = comm && comm->size() > 1;
+  ShardedSource share(data, parallel ? comm->rank() : 0, parallel ? comm->size() : 1);
   const int64_t sample = step.input().numel() / step.input().dim(0);
-  BatchQueue queue(data, sample, max_batch, workers, host_allocator(step.backend()));
+  BatchQueue queue(share, sample, max_batch, workers, host_allocator(step.backend()));
   queue.start_epoch(0);
-  double loss_sum = 0, correct_sum = 0;
+  double sums[3] = {0, 0, 0};  // loss over the samples, correct predictions, samples
   for (BatchQueue::Batch batch = queue.next(); batch.n; batch = queue.next()) {
     step.upload(batch.n, batch.images, batch.labels);
     step.infer(batch.n);
     double loss, correct;
     step.read(&loss, &correct);
-    loss_sum += loss * static_cast<double>(batch.n);
-    correct_sum += correct;
-    s.samples += batch.n;
+    sums[0] += loss * static_cast<double>(batch.n);
+    sums[1] += correct;
+    sums[2] += static_cast<double>(batch.n);
   }
+  if (parallel) comm->sum(sums, 3);
+  s.samples = static_cast<int64_t>(sums[2]);
   if (s.samples) {
-    s.loss = loss_sum / static_cast<double>(s.samples);
-    s.accuracy = correct_sum / static_cast<double>(s.samples);
+    s.loss = sums[0] / sums[2];
+    s.accuracy = sums[1] / sums[2];
   }
   return s;
+}
+
+uint64_t process_seed(uint64_t seed, int rank) {
+  return seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull;
 }
 
 TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,
                   BatchSource& train_data, BatchSource* test_data, const TrainOptions& options) {
   TrainResult result;
   const int64_t max_batch = graph.max_batch();
-  TrainStep step(graph, loss, backend, config.train.optimizer, config.train.seed);
-  BatchQueue queue(train_data, graph.input_shape().numel(), max_batch, options.data_workers,
+  SingleProcess alone;
+  Communicator& comm = options.comm ? *options.comm : alone;
+  const bool parallel = comm.size() > 1;
+  ShardedSource share(train_data, comm.rank(), comm.size());  // the source itself when alone
+  TrainStep step(graph, loss, backend, config.train.optimizer,
+                 process_seed(config.train.seed, comm.rank()));
+  BatchQueue queue(share, graph.input_shape().numel(), max_batch, options.data_workers,
                    host_allocator(backend));
-  const int64_t batches = train_data.batches_per_epoch();
+  const int64_t batches = share.batches_per_epoch();
+  std::vector<float> staging;  // the host side of the gradient and statistics sums
   uint64_t global_step = options.start.step;
   // on_nan: skip_step also checks every gradient (a pass over them each step).
   const bool skip_bad = config.train.on_nan == "skip_step";
@@ -178,6 +201,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
   };
   if (options.on_start) options.on_start(step);
+  // Every process starts from rank 0's weights and state (its checkpoint when resuming).
+  if (parallel) broadcast_tensors(comm, backend, training_state(step));
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
     if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
@@ -189,17 +214,18 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0;
     bool stopped = false;
-    int64_t ahead = 0;  // samples of the next batch, uploaded while the last step computed
+    bool ahead = false;  // the next batch was uploaded while the last step computed
+    int64_t ahead_n = 0;
     int64_t b = first;
     for (; b < batches; ++b) {
       if (out_of_steps(global_step)) {
         stopped = true;
         break;
       }
-      int64_t n = ahead;
+      int64_t n = ahead_n;  // this process's samples; 0 in a data-parallel epoch's ragged end
       if (ahead) {
         step.take_next();
-        ahead = 0;
+        ahead = false;
       } else {
         const BatchQueue::Batch batch = queue.next();
         n = batch.n;
@@ -210,7 +236,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
       const auto step_start = Clock::now();
-      if (global_step == 0 && options.on_placement) {
+      if (n == 0) {
+        // No samples here this step: the gradient sum gets zeros from this process.
+      } else if (global_step == 0 && options.on_placement) {
         std::vector<LayerProfile> rows = layer_rows(graph, n);
         std::vector<std::string> trace;
         {
@@ -225,18 +253,36 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (b + 1 < batches && !out_of_steps(global_step + 1)) {
         const BatchQueue::Batch next = queue.next();
         step.upload_next(next.n, next.images, next.labels);
-        ahead = next.n;
+        ahead = true;
+        ahead_n = next.n;
       }
       // The loss is read before the update, so a step that is not finite changes no weight. The
       // batch stays in the graph's input buffer until take_next(), for the diagnosis.
-      double l, correct;
-      step.read(&l, &correct);
+      double l = 0, correct = 0;
+      if (n) step.read(&l, &correct);
+      int64_t step_n = n;  // the step's samples over every process
+      bool stop_now = options.stop && options.stop();
+      if (parallel) {
+        // One sum of the step's figures: the loss is the mean over every process's samples (a
+        // NaN anywhere makes it NaN everywhere), and a stop asked of any process stops them all.
+        double figures[4] = {n ? l * static_cast<double>(n) : 0.0, correct, static_cast<double>(n),
+                             stop_now ? 1.0 : 0.0};
+        comm.sum(figures, 4);
+        step_n = static_cast<int64_t>(figures[2]);
+        l = figures[0] / figures[2];
+        correct = figures[1];
+        stop_now = figures[3] > 0;
+        if (std::isfinite(l))
+          sum_tensors(comm, backend, {&graph.packed_grads()}, staging,
+                      static_cast<double>(n) / figures[2]);
+      }
       if (global_step == options.start.step) {
         result.first_step_seconds = seconds_since(step_start);
-        result.first_step_samples = n;
+        result.first_step_samples = step_n;
       }
       if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
-        const std::string where = locate_nonfinite(step, n, global_step);
+        const std::string where =
+            n ? locate_nonfinite(step, n, global_step) : "this process had no samples in the step";
         if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
           throw nonfinite_error(
               config.train.optimizer, lr,
@@ -257,16 +303,16 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         step.update(lr);
         skipped_in_a_row = 0;
         result.step_losses.push_back(l);
-        loss_sum += l * static_cast<double>(n);
+        loss_sum += l * static_cast<double>(step_n);
         correct_sum += correct;
-        seen += n;
+        seen += step_n;
       }
       ++global_step;
       if (seen)
         bar.update(b + 1, loss_sum / static_cast<double>(seen),
                    correct_sum / static_cast<double>(seen),
                    static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
-      if (options.stop && options.stop()) {
+      if (stop_now) {
         result.stopped = true;
         ++b;  // this batch is done
         break;
@@ -282,11 +328,21 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                         "0); on_nan: skip_step checks the gradients of every step",
                         weights, when, global_step));
     };
+    // The processes' batch-norm statistics become their average, and rank 0's weights everyone's
+    // (they are equal but for rounding), before any evaluation or checkpoint.
+    if (parallel) {
+      std::vector<Tensor> stats;
+      for (auto& named : graph.buffers()) stats.push_back(named.second);
+      std::vector<Tensor*> stat_ptrs;
+      for (Tensor& t : stats) stat_ptrs.push_back(&t);
+      sum_tensors(comm, backend, stat_ptrs, staging, 1.0 / comm.size());
+      broadcast_tensors(comm, backend, training_state(step));
+    }
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not
       backend.synchronize();
       bar.finish(" - stopped");
       check_weights(fmt::format("when stopped in epoch {}", epoch + 1));
-      if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step});
+      if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step, true});
       break;
     }
     backend.synchronize();
@@ -304,12 +360,12 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       spdlog::warn("epoch {}: {} step{} skipped (not finite; on_nan: skip_step)", epoch + 1,
                    epoch_skipped, epoch_skipped == 1 ? "" : "s");
     if (test_data && test_data->size() > 0) {
-      EvalStats t = evaluate(step, *test_data, max_batch, options.data_workers);
+      EvalStats t = evaluate(step, *test_data, max_batch, options.data_workers, &comm);
       e.test_loss = t.loss;
       e.test_accuracy = t.accuracy;
     }
     if (options.val && options.val->size() > 0) {
-      EvalStats v = evaluate(step, *options.val, max_batch, options.data_workers);
+      EvalStats v = evaluate(step, *options.val, max_batch, options.data_workers, &comm);
       e.has_val = true;
       e.val_loss = v.loss;
       e.val_accuracy = v.accuracy;
@@ -323,7 +379,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
     if (stopped) break;
-    if (options.on_checkpoint) options.on_checkpoint(step, {epoch + 1, 0, global_step});
+    if (options.on_checkpoint)
+      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped});
     if (result.stopped) break;
   }
   return result;

@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/batch_queue.h"
 #include "engine/batch_source.h"
+#include "engine/communicator.h"
 #include "engine/config.h"
 #include "engine/graph.h"
 #include "engine/loss.h"
@@ -48,6 +49,7 @@ class TrainStep;
 struct TrainPosition {
   int64_t epoch = 0, batch = 0;
   uint64_t step = 0;
+  bool stopping = false;  // on_checkpoint: the run stops here (TrainOptions::stop)
 };
 
 struct TrainOptions {
@@ -68,6 +70,12 @@ struct TrainOptions {
   int data_workers = 0;
   // Evaluated after each epoch like the test split, when set (data.val_split).
   BatchSource* val = nullptr;
+  // Data-parallel training: the run's processes (null or one: this process alone). Each process
+  // takes its share of every step's batches (ShardedSource) and its own dropout masks; the
+  // gradients are averaged over the step's samples before every update, so the processes keep
+  // equal weights and train like one process whose batch is theirs together. Batch-norm running
+  // statistics are averaged at the end of each epoch. Every figure reported is the whole run's.
+  Communicator* comm = nullptr;
 };
 
 struct TrainResult {
@@ -129,8 +137,13 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                   BatchSource& train_data, BatchSource* test_data, const TrainOptions& options);
 
 // Loss and accuracy over every batch of `data`, cut by `workers` background threads (0: in this
-// thread).
-EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers = 0);
+// thread); with `comm`, each process evaluates its share and every process gets the whole's.
+EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers = 0,
+                   Communicator* comm = nullptr);
+
+// The dropout seed of process `rank` of a data-parallel run: the run's seed for rank 0 (so one
+// process trains as it always did), another stream for each other one.
+uint64_t process_seed(uint64_t seed, int rank);
 
 struct BenchResult {
   int64_t batch_size = 0;

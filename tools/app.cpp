@@ -1,6 +1,9 @@
 // The trainer's commands: load the config and data, build the graph on a backend, run, report.
 #include "tools/app.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,12 +14,9 @@
 #include <iostream>
 #include <thread>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <spdlog/spdlog.h>
-
 #include "datasets/dataset.h"
 #include "datasets/split.h"
+#include "engine/communicator.h"
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
@@ -93,11 +93,24 @@ Config load_config_with_overrides(const RunRequest& r) {
   return c;
 }
 
+namespace {
+
+// The cores of this host over the run's processes on it (all of them for a single process).
+int cores_per_process() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, world().local_size()));
+}
+
+}  // namespace
+
 BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   BackendOptions o;
   o.threads = c.train.threads;
+  // Data-parallel processes on one host share its cores rather than each taking them all.
+  if (o.threads == 0 && world().local_size() > 1) o.threads = cores_per_process();
   if (d.backend == "cpu" && d.index > 0) o.threads = d.index;
-  if (d.backend == "gpu" && d.index >= 0) o.device_index = d.index;
+  // Each process of a data-parallel run on its own GPU of the host, unless told one.
+  if (d.backend == "gpu") o.device_index = d.index >= 0 ? d.index : world().local_rank();
   o.deterministic = c.deterministic;
   o.tf32 = c.precision == "tf32";
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
@@ -111,7 +124,7 @@ namespace {
 // data.workers: auto: the cores that `compute` threads leave free (0: they take every core), up
 // to 8.
 int free_cores(int compute) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = cores_per_process();
   return std::clamp(compute > 0 ? cores - compute : 0, 0, 8);
 }
 
@@ -364,6 +377,8 @@ int run_train(const RunRequest& r) {
   const std::string normalise = apply_normalize_auto(config.data, data.train);
   check_training_batches(config, model, data.train.size());
   const bool many = devices.size() > 1;
+  Communicator& comm = world();
+  const bool lead = comm.rank() == 0;  // the process that writes files (and prints)
   if (many && !r.resume.empty())
     throw UsageError("--resume continues one run, on one device", "pass a single --device");
   StopOnSignal stop;  // before the first flush of output: from then on Ctrl-C saves a checkpoint
@@ -393,12 +408,19 @@ int run_train(const RunRequest& r) {
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
                config.loss, config.train.seed);
+    if (comm.size() > 1)
+      fmt::print(
+          "       data-parallel over {} processes ({}, {} on this host): batch {} each, {} "
+          "samples a step, gradients averaged before every update\n",
+          comm.size(), comm.library(), comm.local_size(), config.train.batch_size,
+          config.train.batch_size * comm.size());
     std::fflush(stdout);
   }
   fmt::print("{}", skipped_report(data));
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
   std::unique_ptr<MetricsWriter> metrics;
-  if (!r.metrics_path.empty()) metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
+  if (!r.metrics_path.empty() && lead)
+    metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
 
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
@@ -424,6 +446,7 @@ int run_train(const RunRequest& r) {
       options.device_label = run.device.label;
       options.progress = !r.quiet;
       options.data_workers = data_workers(c, run.device);
+      options.comm = &comm;
       if (!r.quiet)
         fmt::print("Input  batches cut {} (data.workers: {})\n",
                    options.data_workers
@@ -438,7 +461,7 @@ int run_train(const RunRequest& r) {
       };
       if (!r.resume.empty()) checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
-        checkpoints.write(s, at, stop.requested());
+        if (lead) checkpoints.write(s, at, at.stopping);
       };
       options.stop = [&] { return stop.requested(); };
       if (r.log_placement)
@@ -468,7 +491,9 @@ int run_train(const RunRequest& r) {
     } catch (const Error& e) {
       // In a list, an unusable device (or a run that blew up) gets its row; the others still run.
       const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
-      if (!many || !per_device) throw;
+      // In a data-parallel run a device that failed in one process ends them all: the others
+      // could not tell which run to go on with.
+      if (!many || !per_device || comm.size() > 1) throw;
       std::fflush(stdout);
       fmt::print(stderr, "error: {}\n", e.cause());
       if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
@@ -479,7 +504,7 @@ int run_train(const RunRequest& r) {
   size_t ran = 0;
   for (const DeviceRun& run : runs) ran += run.ran();
   if (many) print_side_by_side(runs);
-  if (!r.plot_path.empty()) plot_training(r.plot_path, runs);
+  if (!r.plot_path.empty() && lead) plot_training(r.plot_path, runs);
   return exit_status(ran, runs.size());
 }
 
@@ -629,6 +654,11 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
 }  // namespace
 
 int run_bench(const RunRequest& r) {
+  if (world().size() > 1)
+    throw UsageError(
+        fmt::format("trainer bench measures one process; mpirun started {}", world().size()),
+        "run trainer bench without mpirun (training under mpirun reports the whole "
+        "run's images/s)");
   Config config = load_config_with_overrides(r);
   const std::vector<DeviceSpec> devices = parse_devices(r);
   if (r.steps < 1 || r.warmup < 0)

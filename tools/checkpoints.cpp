@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/communicator.h"
 #include "engine/epoch_metric.h"
 #include "engine/error.h"
 #include "engine/graph.h"
@@ -98,6 +99,7 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.normalize_std = std_;
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
+  meta.processes = world().size();
   if (best_epoch_) {
     meta.best_metric = cfg_.best;
     meta.best_value = best_;
@@ -193,6 +195,19 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                     file, meta.batch_size, config.train.batch_size),
         fmt::format("resume with --batch-size {}, or start a new run without --resume",
                     meta.batch_size));
+  // So does the number of data-parallel processes: each step takes a batch from every one.
+  if (meta.processes != world().size()) {
+    auto run_of = [](int64_t n) {
+      return n == 1 ? std::string("one process")
+                    : fmt::format("{} data-parallel processes (mpirun -np {})", n, n);
+    };
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' was trained by {}, this run is {}", file,
+                    run_of(meta.processes), run_of(world().size())),
+        meta.processes == 1
+            ? std::string("resume it without mpirun, or start a new run")
+            : fmt::format("resume it under mpirun -np {}, or start a new run", meta.processes));
+  }
   if (meta.epoch >= config.train.epochs)
     throw CheckpointError(
         fmt::format("checkpoint '{}' has already trained {} epoch{} of the {} asked", file,

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev
           libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libgtest-dev ccache
-          libplplot-dev plplot-driver-cairo)
+          libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

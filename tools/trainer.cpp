@@ -1,15 +1,18 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-
+#include "engine/communicator.h"
 #include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "tools/app.h"
@@ -219,22 +222,64 @@ int run(int argc, char** argv) {
   return tandem::run_train(r);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Runs the command and tells its error, if any, the way a user reads it; returns the exit status.
+// told: false where this process left its error to the first process to tell.
+int run_and_report(int argc, char** argv, bool* told) {
+  const tandem::Communicator& w = tandem::world();
+  const std::string who =
+      w.rank() > 0 ? fmt::format(" (process {} of {})", w.rank(), w.size()) : "";
+  // Errors that every process of a data-parallel run meets alike (the command line, the config,
+  // the run's loss) are told by the first process only; the others tell what may be theirs alone.
+  auto tell = [&](tandem::ExitCode c) {
+    using tandem::ExitCode;
+    return w.rank() == 0 ||
+           (c != ExitCode::kUsage && c != ExitCode::kConfig && c != ExitCode::kNumerics);
+  };
   try {
     return run(argc, argv);
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "\nerror: {}\n", e.cause());
-    if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+    *told = tell(e.code());
+    if (*told) {
+      fmt::print(stderr, "\nerror{}: {}\n", who, e.cause());
+      if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+    }
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "\nerror: out of host memory\nhint: try a smaller --batch-size\n");
+    fmt::print(stderr, "\nerror{}: out of host memory\nhint: try a smaller --batch-size\n", who);
     return static_cast<int>(tandem::ExitCode::kDevice);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "\nerror: internal error: {}\nhint: please report this with the command line\n",
-               e.what());
+    fmt::print(stderr,
+               "\nerror{}: internal error: {}\nhint: please report this with the command line\n",
+               who, e.what());
     return static_cast<int>(tandem::ExitCode::kInternal);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    tandem::join_world(&argc, &argv);
+  } catch (const tandem::Error& e) {
+    fmt::print(stderr, "error: {}\nhint: {}\n", e.cause(), e.hint());
+    return static_cast<int>(e.code());
+  }
+  tandem::Communicator& w = tandem::world();
+  // In a data-parallel run the first process prints the run; the others only their errors.
+  if (w.rank() > 0 && !std::freopen("/dev/null", "w", stdout))
+    fmt::print(stderr, "warning: process {} could not silence its output\n", w.rank());
+  bool told = true;
+  const int status = run_and_report(argc, argv, &told);
+  // A failed process may leave the others waiting in a sum, so it ends the run. A stop by a
+  // signal is the whole run's, taken at one step: each process leaves on its own.
+  if (status != 0 && status < 128 && w.size() > 1) {
+    std::fflush(stdout);
+    // An error this process left to the first one to tell: that one ends the run once it has
+    // told it; this one does only should the first not (the error was this process's alone).
+    if (!told) std::this_thread::sleep_for(std::chrono::seconds(5));
+    w.abort(status);
+  }
+  tandem::leave_world();
+  return status;
 }

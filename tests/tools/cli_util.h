@@ -18,8 +18,9 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-inline CliResult run_trainer(const std::string& args) {
-  std::string cmd = std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
+// The trainer started by `launcher` (a command that takes the trainer's command line after it).
+inline CliResult run_trainer_with(const std::string& launcher, const std::string& args) {
+  std::string cmd = launcher + " " + std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -28,6 +29,8 @@ inline CliResult run_trainer(const std::string& args) {
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+
+inline CliResult run_trainer(const std::string& args) { return run_trainer_with("", args); }
 
 inline std::string source_path(const std::string& rel) {
   return std::string(TANDEM_SOURCE_DIR) + "/" + rel;

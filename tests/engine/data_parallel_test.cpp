@@ -1,0 +1,344 @@
+// Data-parallel training (TrainOptions::comm): processes played by threads of this test, each
+// with its own CPU backend, graph and data, summing through shared memory as MPI would. They must
+// train like one process whose batch is theirs together, and agree on every decision.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "datasets/dataset.h"
+#include "engine/backend_registry.h"
+#include "engine/communicator.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/layer_registry.h"
+#include "engine/trainer.h"
+#include "tools/app.h"
+
+namespace tandem {
+namespace {
+
+// What the threads of one run share: a slot each, and a barrier.
+class Group {
+ public:
+  explicit Group(int size) : size_(size), slots_(static_cast<size_t>(size)) {}
+  int size() const { return size_; }
+  std::vector<char>& slot(int rank) { return slots_[static_cast<size_t>(rank)]; }
+  // Every member waits here until all have come; a member that never comes fails the test.
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      changed_.notify_all();
+      return;
+    }
+    if (!changed_.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return generation_ != generation; }))
+      throw std::runtime_error("a process of the run never reached the sum the others wait in");
+  }
+
+ private:
+  int size_;
+  std::vector<std::vector<char>> slots_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// One member: sums in rank order, so every member gets the same bits.
+class ThreadRank : public Communicator {
+ public:
+  ThreadRank(Group& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return group_.size(); }
+  void sum(float* data, size_t n) override { sum_of(data, n); }
+  void sum(double* data, size_t n) override { sum_of(data, n); }
+  void broadcast(void* data, size_t bytes, int root) override {
+    if (rank_ == root)
+      group_.slot(root).assign(static_cast<char*>(data), static_cast<char*>(data) + bytes);
+    group_.barrier();
+    if (rank_ != root) std::memcpy(data, group_.slot(root).data(), bytes);
+    group_.barrier();
+  }
+  [[noreturn]] void abort(int) override { std::terminate(); }
+
+ private:
+  template <typename T>
+  void sum_of(T* data, size_t n) {
+    group_.slot(rank_).assign(reinterpret_cast<char*>(data), reinterpret_cast<char*>(data + n));
+    group_.barrier();
+    for (size_t i = 0; i < n; ++i) {
+      T s = 0;
+      for (int r = 0; r < group_.size(); ++r)
+        s += reinterpret_cast<const T*>(group_.slot(r).data())[i];
+      data[i] = s;
+    }
+    group_.barrier();
+  }
+  Group& group_;
+  int rank_;
+};
+
+constexpr const char* kPlainLayers = R"(  - conv2d: {filters: 4, kernel: 3}
+  - relu
+  - maxpool: {kernel: 2}
+  - flatten
+  - dense: {units: 3}
+)";
+
+// A run of a small model on synthetic data, as the trainer sets it up, on one CPU thread: 72
+// training samples, so batches of 16 leave a ragged end (4 x 16 + 8).
+struct SmallRun {
+  Config config;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Loss> loss;
+  DataSplits data;
+
+  explicit SmallRun(int64_t batch, const std::string& layers = kPlainLayers)
+      : config(parse_config("name: dp\ninput: {shape: [1, 8, 8]}\nlayers:\n" + layers + R"(
+data: {format: synthetic, classes: 3, train_size: 72, test_size: 40, seed: 9}
+train:
+  epochs: 2
+  batch_size: )" + std::to_string(batch) +
+                                R"(
+  optimizer: {type: sgd, lr: 0.1, momentum: 0.9}
+  seed: 4
+)",
+                            "dp.yaml")) {
+    register_everything();
+    BackendOptions o;
+    o.threads = 1;
+    backend = create_backend("cpu", o);
+    graph = std::make_unique<Graph>(config);
+    loss = make_loss(config.loss);
+    data = load_data(config.data, config.input, static_cast<int>(graph->classes()));
+    graph->allocate(*backend, batch, config.train.seed);
+  }
+  // wrap: puts a test's fault into the training batches; null: they come as they are.
+  TrainResult train(TrainOptions options,
+                    const std::function<std::unique_ptr<BatchSource>(BatchSource&)>& wrap = {}) {
+    options.progress = false;
+    Batcher train_src(data.train, config.train.batch_size, true, config.train.seed, {}, {});
+    Batcher test_src(data.test, config.train.batch_size, false, config.train.seed, {}, {});
+    std::unique_ptr<BatchSource> wrapped = wrap ? wrap(train_src) : nullptr;
+    return tandem::train(config, *graph, *loss, *backend, wrapped ? *wrapped : train_src, &test_src,
+                         options);
+  }
+  std::vector<float> values(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    backend->download(v.data(), t);
+    return v;
+  }
+  std::vector<float> weights() { return values(graph->packed_values()); }
+};
+
+// Runs `body(rank, comm)` for each of `size` processes in threads; rethrows the first failure.
+void run_processes(int size, const std::function<void(int, Communicator&)>& body) {
+  Group group(size);
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      ThreadRank comm(group, r);
+      try {
+        body(r, comm);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+// max |a - b| over max |a|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+TEST(ShardedSource, ProcessesTakeTheBatchesInTurnAndTheRaggedEndGoesToTheFirst) {
+  struct Numbered : BatchSource {  // batch b holds b + 1 samples, labelled b
+    int64_t size() const override { return 15; }
+    int64_t batches_per_epoch() const override { return 5; }
+    void start_epoch(int64_t) override {}
+    int64_t fill(int64_t b, float*, int32_t* labels) const override {
+      for (int64_t i = 0; i <= b; ++i) labels[i] = static_cast<int32_t>(b);
+      return b + 1;
+    }
+  } source;
+  ShardedSource first(source, 0, 2), second(source, 1, 2);
+  ASSERT_EQ(first.batches_per_epoch(), 3);
+  ASSERT_EQ(second.batches_per_epoch(), 3);
+  std::vector<int32_t> labels(8);
+  std::vector<float> images(1);
+  for (int64_t step = 0; step < 3; ++step) {
+    EXPECT_EQ(first.fill(step, images.data(), labels.data()), 2 * step + 1);
+    EXPECT_EQ(labels[0], 2 * step);
+    const int64_t n = second.fill(step, images.data(), labels.data());
+    if (step < 2) {
+      EXPECT_EQ(n, 2 * step + 2);
+      EXPECT_EQ(labels[0], 2 * step + 1);
+    } else {
+      EXPECT_EQ(n, 0) << "5 batches: the last step has one, the first process's";
+    }
+  }
+}
+
+TEST(DataParallel, TwoProcessesTrainLikeOneWhoseBatchIsBoth) {
+  SmallRun one(32);
+  const TrainResult whole = one.train({});
+  ASSERT_EQ(whole.step_losses.size(), 6u);  // 3 steps an epoch: 32, 32, 8 samples
+  const std::vector<float> whole_weights = one.weights();
+
+  std::vector<TrainResult> results(2);
+  std::vector<std::vector<float>> weights(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    SmallRun half(16);  // 5 batches an epoch; the third step's is the first process's alone
+    TrainOptions options;
+    options.comm = &comm;
+    results[static_cast<size_t>(rank)] = half.train(options);
+    weights[static_cast<size_t>(rank)] = half.weights();
+  });
+  for (const TrainResult& r : results) {
+    ASSERT_EQ(r.step_losses.size(), whole.step_losses.size());
+    for (size_t i = 0; i < r.step_losses.size(); ++i)
+      EXPECT_NEAR(r.step_losses[i], whole.step_losses[i], 1e-5 * std::fabs(whole.step_losses[i]))
+          << "step " << i + 1;
+    ASSERT_EQ(r.epochs.size(), 2u);
+    for (size_t e = 0; e < 2; ++e) {
+      // Every figure is the whole run's: both processes' samples.
+      EXPECT_NEAR(r.epochs[e].train_loss, whole.epochs[e].train_loss, 1e-5);
+      EXPECT_DOUBLE_EQ(r.epochs[e].train_accuracy, whole.epochs[e].train_accuracy);
+      EXPECT_NEAR(r.epochs[e].test_loss, whole.epochs[e].test_loss, 1e-5);
+      EXPECT_DOUBLE_EQ(r.epochs[e].test_accuracy, whole.epochs[e].test_accuracy);
+    }
+  }
+  EXPECT_EQ(results[0].step_losses, results[1].step_losses);
+  EXPECT_EQ(weights[0], weights[1]) << "the processes' weights must stay equal, bit for bit";
+  EXPECT_LT(relative_difference(whole_weights, weights[0]), 1e-5);
+}
+
+TEST(DataParallel, EachProcessDrawsItsOwnDropoutMasksAndTheWeightsStayEqual) {
+  EXPECT_EQ(process_seed(4, 0), 4u) << "one process trains as it always did";
+  EXPECT_NE(process_seed(4, 1), process_seed(4, 0));
+  const std::string layers =
+      std::string(kPlainLayers)
+          .insert(std::string(kPlainLayers).find("  - dense"), "  - dropout: {rate: 0.5}\n");
+  std::vector<std::vector<float>> weights(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    SmallRun half(16, layers);
+    TrainOptions options;
+    options.comm = &comm;
+    half.train(options);
+    weights[static_cast<size_t>(rank)] = half.weights();
+  });
+  EXPECT_EQ(weights[0], weights[1]);
+}
+
+TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {
+  const std::string layers =
+      std::string(kPlainLayers)
+          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
+  std::vector<std::vector<float>> stats(2), weights(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    SmallRun half(16, layers);
+    TrainOptions options;
+    options.comm = &comm;
+    half.train(options);
+    for (auto& named : half.graph->buffers()) {
+      std::vector<float> v = half.values(named.second);
+      stats[static_cast<size_t>(rank)].insert(stats[static_cast<size_t>(rank)].end(), v.begin(),
+                                              v.end());
+    }
+    weights[static_cast<size_t>(rank)] = half.weights();
+  });
+  ASSERT_EQ(stats[0].size(), 8u);  // running mean and variance of 4 channels
+  // Each process saw other samples; without the average their statistics would differ.
+  EXPECT_EQ(stats[0], stats[1]);
+  EXPECT_EQ(weights[0], weights[1]);
+}
+
+TEST(DataParallel, AStopAskedOfOneProcessStopsThemAllAtTheSameStep) {
+  std::vector<TrainResult> results(2);
+  std::vector<TrainPosition> saved(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    SmallRun half(16);
+    TrainOptions options;
+    options.comm = &comm;
+    int asked = 0;
+    options.stop = [&] { return rank == 1 && ++asked == 2; };  // a signal seen by one process
+    options.on_checkpoint = [&](TrainStep&, const TrainPosition& at) {
+      saved[static_cast<size_t>(rank)] = at;
+    };
+    results[static_cast<size_t>(rank)] = half.train(options);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(results[static_cast<size_t>(r)].stopped) << "process " << r;
+    EXPECT_EQ(results[static_cast<size_t>(r)].step_losses.size(), 2u) << "process " << r;
+    EXPECT_EQ(saved[static_cast<size_t>(r)].step, 2u);
+    EXPECT_EQ(saved[static_cast<size_t>(r)].batch, 2);
+    EXPECT_TRUE(saved[static_cast<size_t>(r)].stopping);
+  }
+}
+
+// The training batches with an infinite pixel in batch `step` of this process's share (a relu
+// would pass a NaN on as 0; an infinity it passes on, to the loss).
+class Poisoned : public BatchSource {
+ public:
+  Poisoned(BatchSource& source, int64_t step) : source_(source), step_(step) {}
+  int64_t size() const override { return source_.size(); }
+  int64_t batches_per_epoch() const override { return source_.batches_per_epoch(); }
+  void start_epoch(int64_t e) override { source_.start_epoch(e); }
+  int64_t fill(int64_t b, float* images, int32_t* labels) const override {
+    const int64_t n = source_.fill(b, images, labels);
+    if (b == step_ && n) images[0] = std::numeric_limits<float>::infinity();
+    return n;
+  }
+
+ private:
+  BatchSource& source_;
+  int64_t step_;
+};
+
+TEST(DataParallel, ANonFiniteLossInOneProcessStopsEveryProcessAtThatStep) {
+  std::vector<std::string> errors(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    SmallRun half(16);
+    TrainOptions options;
+    options.comm = &comm;
+    try {
+      // Wrapped inside the share: the second process's second batch, the run's second step.
+      half.train(options, [&](BatchSource& s) -> std::unique_ptr<BatchSource> {
+        return std::make_unique<Poisoned>(s, rank == 1 ? 3 : -1);
+      });
+    } catch (const NumericsError& e) {
+      errors[static_cast<size_t>(rank)] = e.cause();
+    }
+  });
+  for (const std::string& e : errors) {
+    EXPECT_EQ(e.rfind("the training loss became ", 0), 0u) << e;
+    EXPECT_NE(e.find(" at step 2 (epoch 1, batch 2 of 3)"), std::string::npos) << e;
+  }
+}
+
+}  // namespace
+}  // namespace tandem
