@@ -102,6 +102,12 @@ const std::string kDevices =
   side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
 )";
 
+const std::string kDataParallel =
+    R"(several processes: mpirun -np N trainer --config FILE ... trains one run over N processes
+  (hosts and GPUs as mpirun places them), each a batch of every step; gradients are averaged
+  before each update, and process 0 prints and writes the files
+)";
+
 const std::string kSignals =
     R"(Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
 checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
@@ -126,7 +132,7 @@ const std::vector<Command> kCommands = {
     {"train",
      "  trainer --config FILE [--device LIST] [flags]        train and evaluate\n",
      "",
-     {&kDevices, &kSignals},
+     {&kDevices, &kDataParallel, &kSignals},
      "trainer --config configs/lenet.yaml --device cpu,gpu --epochs 2"},
     {"bench",
      "  trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]\n",
@@ -196,7 +202,7 @@ std::string general_help() {
        flag_rows(flags_of_list("flags")) + "\n";
   for (const Command& c : kCommands)
     if (c.name == "bench") s += c.about + flag_rows(flags_of_list("bench"), 20) + "\n";
-  return s + kSignals + "\n" + kExitStatus;
+  return s + kDataParallel + "\n" + kSignals + "\n" + kExitStatus;
 }
 
 std::string command_help(const std::string& command) {
