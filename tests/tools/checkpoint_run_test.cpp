@@ -39,15 +39,9 @@ std::set<std::string> files_in(const std::string& dir) {
   return names;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + name;
-  fs::remove_all(dir);
-  return dir;
-}
-
 TEST(CheckpointRun, EveryEpochIntoTheFolderKeepingTheNewest) {
   register_everything();
-  const std::string dir = fresh_dir("ckpt_every");
+  const std::string dir = test::fresh_dir("ckpt_every");
   RunRequest r;
   r.config_path = small_config("  checkpoint: {dir: " + dir + ", every: 1, keep: 2}\n");
   r.quiet = true;
@@ -65,7 +59,7 @@ TEST(CheckpointRun, EveryEpochIntoTheFolderKeepingTheNewest) {
 
 TEST(CheckpointRun, CheckpointDirFlagAndEveryTwoEpochs) {
   register_everything();
-  const std::string dir = fresh_dir("ckpt_flag");
+  const std::string dir = test::fresh_dir("ckpt_flag");
   RunRequest r;
   r.config_path = small_config("  checkpoint: {every: 2}\n");
   r.checkpoint_dir = dir;
@@ -175,7 +169,7 @@ TEST(Resume, WithoutTheOptimizerStateDiverges) {
 
 TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
   register_everything();
-  const std::string dir = fresh_dir("ckpt_resume");
+  const std::string dir = test::fresh_dir("ckpt_resume");
   const std::string metrics = ::testing::TempDir() + "ckpt_resume.jsonl";
   RunRequest first;
   first.config_path = small_config();
@@ -198,7 +192,7 @@ TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
 
 TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
   register_everything();
-  const std::string dir = fresh_dir("ckpt_refuse");
+  const std::string dir = test::fresh_dir("ckpt_refuse");
   RunRequest first;
   first.config_path = small_config();
   first.checkpoint_dir = dir;
@@ -334,7 +328,7 @@ void expect_resumable_checkpoint(const std::string& out, const std::string& dir)
 }
 
 TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
-  const std::string dir = fresh_dir("ckpt_sigint");
+  const std::string dir = test::fresh_dir("ckpt_sigint");
   auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
                              SIGINT);
   ASSERT_EQ(r.status, 130) << r.out;
@@ -344,7 +338,7 @@ TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
 }
 
 TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
-  const std::string dir = fresh_dir("ckpt_sigterm");
+  const std::string dir = test::fresh_dir("ckpt_sigterm");
   auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
                              SIGTERM);
   ASSERT_EQ(r.status, 143) << r.out;
@@ -353,7 +347,7 @@ TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
 }
 
 TEST(TrainerSignals, WithoutACheckpointFolderCtrlCWritesUnderRuns) {
-  const std::string cwd = fresh_dir("ckpt_cwd");
+  const std::string cwd = test::fresh_dir("ckpt_cwd");
   fs::create_directories(cwd);
   auto r = interrupt_trainer("--config " + long_config() + " --threads 1", SIGINT, cwd);
   ASSERT_EQ(r.status, 130) << r.out;

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -51,6 +52,13 @@ layers:
   - dense: {units: 4}
 data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
 )";
+}
+
+// An empty path under the test temp folder: what a previous run left there is removed.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + name;
+  std::filesystem::remove_all(dir);
+  return dir;
 }
 
 inline std::string write_temp_file(const std::string& name, const std::string& text) {

@@ -2,7 +2,8 @@
 // MPI. Skipped, saying why, where the build has no MPI or no mpirun is on the PATH.
 #include <gtest/gtest.h>
 
-#include <filesystem>
+#include <cmath>
+#include <cstdlib>
 
 #include "engine/backend_registry.h"
 #include "engine/checkpoint.h"
@@ -14,8 +15,6 @@
 
 namespace tandem {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Why these tests cannot run here; empty when they can.
 std::string why_no_mpi() {
@@ -71,12 +70,6 @@ train:
 )");
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + name;
-  fs::remove_all(dir);
-  return dir;
-}
-
 // The weights a checkpoint holds, packed as the graph lays them out.
 std::vector<float> checkpoint_weights(const std::string& config, const std::string& file) {
   register_everything();
@@ -94,7 +87,7 @@ std::vector<float> checkpoint_weights(const std::string& config, const std::stri
 TEST(DataParallelCli, TwoProcessesPrintOneRunAndTrainLikeOneWithTheirBatchesTogether) {
   SKIP_WITHOUT_MPI();
   const std::string config = config_file();
-  const std::string one = fresh_dir("dp_one"), two = fresh_dir("dp_two");
+  const std::string one = test::fresh_dir("dp_one"), two = test::fresh_dir("dp_two");
   const test::CliResult whole =
       test::run_trainer("--config " + config + " --device cpu:1 --checkpoint-dir " + one);
   ASSERT_EQ(whole.status, 0) << whole.out;
