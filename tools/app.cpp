@@ -654,11 +654,6 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
 }  // namespace
 
 int run_bench(const RunRequest& r) {
-  if (world().size() > 1)
-    throw UsageError(
-        fmt::format("trainer bench measures one process; mpirun started {}", world().size()),
-        "run trainer bench without mpirun (training under mpirun reports the whole "
-        "run's images/s)");
   Config config = load_config_with_overrides(r);
   const std::vector<DeviceSpec> devices = parse_devices(r);
   if (r.steps < 1 || r.warmup < 0)

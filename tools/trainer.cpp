@@ -214,6 +214,12 @@ int run(int argc, char** argv) {
     }
   }
   tandem::register_everything();
+  // Only training shares its work out over the processes of a data-parallel run; the other
+  // commands would each do all of it (bench would time processes competing for the cores).
+  if (const int n = tandem::world().size(); n > 1 && command != "train")
+    throw tandem::UsageError(
+        fmt::format("trainer {} runs in one process; mpirun started {}", command, n),
+        "run it without mpirun (only training is data-parallel)");
   if (command == "devices") return tandem::run_devices(r);
   if (command == "bench") return tandem::run_bench(r);
   if (command == "export-images") return tandem::run_export_images(r);
