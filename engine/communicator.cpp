@@ -14,7 +14,16 @@ namespace tandem {
 #if TANDEM_WITH_MPI
 std::unique_ptr<Communicator> start_mpi_world(int* argc, char*** argv);  // engine/mpi_world.cpp
 void end_mpi_world();
+std::string mpi_library_version();
 #endif
+
+std::string mpi_library() {
+#if TANDEM_WITH_MPI
+  return mpi_library_version();
+#else
+  return "";
+#endif
+}
 
 namespace {
 

@@ -50,6 +50,8 @@ Communicator& world();
 void join_world(int* argc, char*** argv);
 // Leaves the run cleanly (MPI_Finalize), after the last collective of every process.
 void leave_world();
+// The MPI this build runs data-parallel training with ("Open MPI v4.1.4"); empty: none.
+std::string mpi_library();
 
 // The average over the processes of tensors on one backend (gradients, batch-norm statistics),
 // through `staging`, a host buffer of at least the tensors' floats. weight: this process's

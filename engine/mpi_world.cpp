@@ -14,6 +14,16 @@
 #include "engine/communicator.h"
 
 namespace tandem {
+// MPI_Get_library_version may be called before MPI_Init (MPI 3).
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  std::string text(version, static_cast<size_t>(std::max(0, length)));
+  // "Open MPI v4.1.4, package: ..., repo rev: ...": the name and version are enough.
+  return text.substr(0, text.find_first_of(",\n"));
+}
+
 namespace {
 
 // MPI counts in int: a sum of more values goes in slices.
@@ -32,12 +42,7 @@ class MpiWorld : public Communicator {
     MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_size(local, &local_size_);
     MPI_Comm_free(&local);
-    char version[MPI_MAX_LIBRARY_VERSION_STRING];
-    int length = 0;
-    MPI_Get_library_version(version, &length);
-    library_.assign(version, static_cast<size_t>(std::max(0, length)));
-    // "Open MPI v4.1.4, package: ..., repo rev: ...": the name and version are enough.
-    library_ = library_.substr(0, library_.find_first_of(",\n"));
+    library_ = mpi_library_version();
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }

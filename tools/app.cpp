@@ -763,6 +763,13 @@ int run_devices(const RunRequest&) {
   fmt::print("{}\n", format_pairs("CPU", cpu->info()));
   std::fflush(stdout);
   print_gpu_devices(std::cout);
+  const std::string mpi = mpi_library();
+  fmt::print("\nSeveral processes (data-parallel training)\n  MPI      {}\n",
+             mpi.empty() ? "none in this build: install libopenmpi-dev and openmpi-bin, then "
+                           "rebuild, to train one run over several processes or hosts"
+                         : mpi +
+                               ": mpirun -np N trainer --config FILE trains one run over N "
+                               "processes");
   std::cout.flush();
   return 0;
 }

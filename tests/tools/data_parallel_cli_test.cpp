@@ -148,5 +148,23 @@ TEST(DataParallelCli, OnlyTrainingRunsUnderMpirun) {
       << r.out;
 }
 
+// Without MPI, N processes that a launcher started would each train alone: they stop instead.
+TEST(DataParallelCli, ABuildWithoutMpiStartedAsSeveralProcessesSaysSo) {
+#if TANDEM_WITH_MPI
+  GTEST_SKIP() << "this build has MPI; the case is for builds without it (-DTANDEM_MPI=OFF, as "
+                  "CI's CPU-only build is)";
+#else
+  // What Open MPI's launcher tells each process it starts.
+  const test::CliResult r =
+      test::run_trainer_with("OMPI_COMM_WORLD_SIZE=2", "--config " + config_file());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("started by an MPI launcher as one of 2 processes, but this build has no "
+                       "MPI: each process would train alone"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("install Open MPI"), std::string::npos) << r.out;
+#endif
+}
+
 }  // namespace
 }  // namespace tandem

@@ -10,6 +10,18 @@ using test::run_trainer;
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
+TEST(Devices, NamesTheMpiOfDataParallelTrainingOrWhatToInstall) {
+  auto r = run_trainer("devices");
+  EXPECT_EQ(r.status, 0) << r.out;
+#if TANDEM_WITH_MPI
+  EXPECT_TRUE(has(r.out, "  MPI      Open MPI v")) << r.out;
+  EXPECT_TRUE(has(r.out, ": mpirun -np N trainer --config FILE trains one run over N processes"))
+      << r.out;
+#else
+  EXPECT_TRUE(has(r.out, "  MPI      none in this build: install libopenmpi-dev")) << r.out;
+#endif
+}
+
 TEST(Devices, ExitsZeroAndNamesEveryGpuOrWhyThereIsNone) {
   auto r = run_trainer("devices");
   EXPECT_EQ(r.status, 0) << r.out;
