@@ -172,6 +172,15 @@ void sgemm_test(std::ostream& out) {
 
 }  // namespace
 
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clears it: the backend's creation says what is wrong
+    return 0;
+  }
+  return count;
+}
+
 bool cuda_usable(std::string* reason) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);

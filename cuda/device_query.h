@@ -10,5 +10,7 @@ namespace tandem {
 void print_cuda_devices(std::ostream& out);
 // True when GPU 0 can run this build; otherwise *reason says why.
 bool cuda_usable(std::string* reason);
+// The GPUs this process sees (CUDA_VISIBLE_DEVICES applied); 0 when none or no driver answers.
+int cuda_device_count();
 
 }  // namespace tandem

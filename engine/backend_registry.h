@@ -40,5 +40,7 @@ bool build_has_cuda();
 // Whether the GPU backend can run here (built in, a driver, a device of a built architecture, a
 // compatible cuDNN); if not, `reason` gets the cause and the fix in one line.
 bool gpu_usable(std::string* reason);
+// The GPUs the GPU backend sees here; 0 without one (or without the backend).
+int gpu_count();
 
 }  // namespace tandem

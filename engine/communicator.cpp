@@ -32,11 +32,17 @@ std::unique_ptr<Communicator>& world_slot() {
   return w;
 }
 
-// The processes a launcher started this one among, from the environment it gives each (Open MPI,
-// then MPICH, Intel MPI and Slurm's PMI); 0 when no launcher started it.
+// The processes a launcher started this one among, from the environment it gives each (Open
+// MPI's mpirun; MPICH's, Intel MPI's and Slurm's PMI; a PMIx launcher such as srun --mpi=pmix,
+// which names the count only through Slurm); 0 when no launcher started it, 1 when it did and
+// the count is unknown (MPI then tells it).
 int launched_processes() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
     if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  if (std::getenv("PMIX_RANK")) {
+    const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+    return tasks ? std::max(1, std::atoi(tasks)) : 1;
+  }
   return 0;
 }
 

@@ -73,6 +73,23 @@ std::vector<Tensor*> training_state(TrainStep& step) {
   return state;
 }
 
+// The diagnosis of a non-finite step of a data-parallel run, the same for every process: that of
+// the first process whose own loss was not finite (the run's loss sums them all, so a NaN in one
+// batch makes it NaN everywhere); process 0's where none was.
+std::string run_diagnosis(Communicator& comm, const std::string& mine, bool own_loss_bad) {
+  std::vector<double> bad(static_cast<size_t>(comm.size()), 0.0);
+  bad[static_cast<size_t>(comm.rank())] = own_loss_bad ? 1.0 : 0.0;
+  comm.sum(bad.data(), bad.size());
+  int root = 0;
+  while (root < comm.size() && bad[static_cast<size_t>(root)] == 0) ++root;
+  if (root == comm.size()) root = 0;
+  uint64_t length = mine.size();
+  comm.broadcast(&length, sizeof length, root);
+  std::string text = comm.rank() == root ? mine : std::string(length, ' ');
+  comm.broadcast(text.data(), length, root);
+  return root == 0 ? text : fmt::format("{} (in process {}'s batch)", text, root);
+}
+
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
   return [&backend](size_t bytes) { return backend.allocate_host(bytes); };
 }
@@ -215,6 +232,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     int64_t seen = 0, epoch_skipped = 0;
     bool stopped = false;
     bool ahead = false;  // the next batch was uploaded while the last step computed
+    bool computed = false;  // this process ran a step of this epoch (moved its statistics)
     int64_t ahead_n = 0;
     int64_t b = first;
     for (; b < batches; ++b) {
@@ -236,6 +254,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
       const auto step_start = Clock::now();
+      computed = computed || n > 0;
       if (n == 0) {
         // No samples here this step: the gradient sum gets zeros from this process.
       } else if (global_step == 0 && options.on_placement) {
@@ -260,6 +279,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       // batch stays in the graph's input buffer until take_next(), for the diagnosis.
       double l = 0, correct = 0;
       if (n) step.read(&l, &correct);
+      const double own_loss = l;
       int64_t step_n = n;  // the step's samples over every process
       bool stop_now = options.stop && options.stop();
       if (parallel) {
@@ -281,8 +301,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         result.first_step_samples = step_n;
       }
       if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
-        const std::string where =
+        std::string where =
             n ? locate_nonfinite(step, n, global_step) : "this process had no samples in the step";
+        if (parallel) where = run_diagnosis(comm, where, n > 0 && !std::isfinite(own_loss));
         if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
           throw nonfinite_error(
               config.train.optimizer, lr,
@@ -328,14 +349,19 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                         "0); on_nan: skip_step checks the gradients of every step",
                         weights, when, global_step));
     };
-    // The processes' batch-norm statistics become their average, and rank 0's weights everyone's
-    // (they are equal but for rounding), before any evaluation or checkpoint.
+    // The batch-norm statistics become the average of the processes that ran a step of the epoch
+    // (in an epoch of fewer batches than processes, the others' did not move), and rank 0's
+    // weights everyone's (they are equal but for rounding), before any evaluation or checkpoint.
     if (parallel) {
-      std::vector<Tensor> stats;
-      for (auto& named : graph.buffers()) stats.push_back(named.second);
-      std::vector<Tensor*> stat_ptrs;
-      for (Tensor& t : stats) stat_ptrs.push_back(&t);
-      sum_tensors(comm, backend, stat_ptrs, staging, 1.0 / comm.size());
+      double movers = computed ? 1.0 : 0.0;
+      comm.sum(&movers, 1);
+      if (movers > 0) {
+        std::vector<Tensor> stats;
+        for (auto& named : graph.buffers()) stats.push_back(named.second);
+        std::vector<Tensor*> stat_ptrs;
+        for (Tensor& t : stats) stat_ptrs.push_back(&t);
+        sum_tensors(comm, backend, stat_ptrs, staging, computed ? 1.0 / movers : 0.0);
+      }
       broadcast_tensors(comm, backend, training_state(step));
     }
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not

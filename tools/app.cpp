@@ -3,12 +3,14 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -95,10 +97,19 @@ Config load_config_with_overrides(const RunRequest& r) {
 
 namespace {
 
-// The cores of this host over the run's processes on it (all of them for a single process).
+int host_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// The cores this process may run on (a launcher such as mpirun may bind it to fewer).
+int allowed_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return host_cores();
+  return std::max(1, CPU_COUNT(&set));
+}
+
+// The cores of this host over the run's processes on it (all of them for a single process), and
+// no more than the process is bound to.
 int cores_per_process() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, world().local_size()));
+  return std::max(1, std::min(allowed_cores(), host_cores() / std::max(1, world().local_size())));
 }
 
 }  // namespace
@@ -109,8 +120,12 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   // Data-parallel processes on one host share its cores rather than each taking them all.
   if (o.threads == 0 && world().local_size() > 1) o.threads = cores_per_process();
   if (d.backend == "cpu" && d.index > 0) o.threads = d.index;
-  // Each process of a data-parallel run on its own GPU of the host, unless told one.
-  if (d.backend == "gpu") o.device_index = d.index >= 0 ? d.index : world().local_rank();
+  // Each process of a data-parallel run on its own GPU of the host (in turn, where the host has
+  // fewer GPUs than processes, or shows each process one), unless told one.
+  if (d.backend == "gpu")
+    o.device_index = d.index >= 0                ? d.index
+                     : world().local_size() == 1 ? 0
+                                                 : world().local_rank() % std::max(1, gpu_count());
   o.deterministic = c.deterministic;
   o.tf32 = c.precision == "tf32";
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
@@ -414,6 +429,12 @@ int run_train(const RunRequest& r) {
           "samples a step, gradients averaged before every update\n",
           comm.size(), comm.library(), comm.local_size(), config.train.batch_size,
           config.train.batch_size * comm.size());
+    if (const int share = host_cores() / comm.local_size();
+        comm.size() > 1 && allowed_cores() < share)
+      fmt::print(
+          "       note: mpirun bound each process to {} of the {} cores it could use; "
+          "--bind-to none (or --map-by slot:PE={}) gives each its share\n",
+          allowed_cores(), share, share);
     std::fflush(stdout);
   }
   fmt::print("{}", skipped_report(data));
@@ -476,12 +497,15 @@ int run_train(const RunRequest& r) {
                                            checkpoints.last_path() + " (--resume it with that --lr)");
       }
       if (run.result.stopped) {
-        fmt::print("stopped by {} at step {}; continue with: trainer --config {}{} --resume {}\n",
-                   stop.name(),
+        // In a data-parallel run the signal may have reached another process only (mpirun
+        // passes a SIGTERM on to each); the run stopped all the same.
+        const bool here = stop.requested();
+        fmt::print("stopped by {} at step {}; continue with: {}trainer --config {}{} --resume {}\n",
+                   here ? stop.name() : "a signal to another process of the run",
                    run.result.step_losses.size() + run.result.skipped_steps + options.start.step,
-                   config.file, many ? " --device " + run.device.label : "",
-                   checkpoints.last_path());
-        return stop.exit_status();
+                   comm.size() > 1 ? fmt::format("mpirun -np {} ", comm.size()) : "", config.file,
+                   many ? " --device " + run.device.label : "", checkpoints.last_path());
+        return here ? stop.exit_status() : 128 + SIGTERM;
       }
       const EpochStats& last = run.result.epochs.back();
       fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",

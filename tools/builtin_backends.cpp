@@ -41,6 +41,14 @@ bool gpu_usable(std::string* reason) {
 #endif
 }
 
+int gpu_count() {
+#ifdef TANDEM_WITH_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace tandem
 
 #include <ostream>

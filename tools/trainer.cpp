@@ -229,27 +229,29 @@ int run(int argc, char** argv) {
 }
 
 // Runs the command and tells its error, if any, the way a user reads it; returns the exit status.
-// told: false where this process left its error to the first process to tell.
-int run_and_report(int argc, char** argv, bool* told) {
+// untold: the error text this process leaves to the first process of a data-parallel run to tell
+// (empty: none, or told here).
+int run_and_report(int argc, char** argv, std::string* untold) {
   const tandem::Communicator& w = tandem::world();
   const std::string who =
       w.rank() > 0 ? fmt::format(" (process {} of {})", w.rank(), w.size()) : "";
   // Errors that every process of a data-parallel run meets alike (the command line, the config,
-  // the run's loss) are told by the first process only; the others tell what may be theirs alone.
-  auto tell = [&](tandem::ExitCode c) {
+  // the run's loss) are the first process's to tell; the others tell what may be theirs alone.
+  auto shared = [&](tandem::ExitCode c) {
     using tandem::ExitCode;
-    return w.rank() == 0 ||
-           (c != ExitCode::kUsage && c != ExitCode::kConfig && c != ExitCode::kNumerics);
+    return w.rank() > 0 &&
+           (c == ExitCode::kUsage || c == ExitCode::kConfig || c == ExitCode::kNumerics);
   };
   try {
     return run(argc, argv);
   } catch (const tandem::Error& e) {
     std::fflush(stdout);
-    *told = tell(e.code());
-    if (*told) {
-      fmt::print(stderr, "\nerror{}: {}\n", who, e.cause());
-      if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
-    }
+    std::string text = fmt::format("\nerror{}: {}\n", who, e.cause());
+    if (!e.hint().empty()) text += fmt::format("hint: {}\n", e.hint());
+    if (shared(e.code()))
+      *untold = text;
+    else
+      fmt::print(stderr, "{}", text);
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "\nerror{}: out of host memory\nhint: try a smaller --batch-size\n", who);
@@ -275,15 +277,19 @@ int main(int argc, char** argv) {
   // In a data-parallel run the first process prints the run; the others only their errors.
   if (w.rank() > 0 && !std::freopen("/dev/null", "w", stdout))
     fmt::print(stderr, "warning: process {} could not silence its output\n", w.rank());
-  bool told = true;
-  const int status = run_and_report(argc, argv, &told);
+  std::string untold;
+  const int status = run_and_report(argc, argv, &untold);
   // A failed process may leave the others waiting in a sum, so it ends the run. A stop by a
   // signal is the whole run's, taken at one step: each process leaves on its own.
   if (status != 0 && status < 128 && w.size() > 1) {
     std::fflush(stdout);
-    // An error this process left to the first one to tell: that one ends the run once it has
-    // told it; this one does only should the first not (the error was this process's alone).
-    if (!told) std::this_thread::sleep_for(std::chrono::seconds(5));
+    // An error left to the first process: it ends the run once it has told it, and this process
+    // with it. Should it not (the error was this process's alone, e.g. a file missing on this
+    // host), this one tells it after all.
+    if (!untold.empty()) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      fmt::print(stderr, "{}", untold);
+    }
     w.abort(status);
   }
   tandem::leave_world();

@@ -107,9 +107,11 @@ struct SmallRun {
   std::unique_ptr<Loss> loss;
   DataSplits data;
 
-  explicit SmallRun(int64_t batch, const std::string& layers = kPlainLayers)
-      : config(parse_config("name: dp\ninput: {shape: [1, 8, 8]}\nlayers:\n" + layers + R"(
-data: {format: synthetic, classes: 3, train_size: 72, test_size: 40, seed: 9}
+  explicit SmallRun(int64_t batch, const std::string& layers = kPlainLayers,
+                    int64_t train_size = 72)
+      : config(parse_config("name: dp\ninput: {shape: [1, 8, 8]}\nlayers:\n" + layers +
+                                "\ndata: {format: synthetic, classes: 3, train_size: " +
+                                std::to_string(train_size) + R"(, test_size: 40, seed: 9}
 train:
   epochs: 2
   batch_size: )" + std::to_string(batch) +
@@ -277,6 +279,32 @@ TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {
   EXPECT_EQ(weights[0], weights[1]);
 }
 
+// Two batches an epoch for three processes: the third never runs a step, and its statistics,
+// which did not move, are not averaged in. So three processes end as two do.
+TEST(DataParallel, BatchNormStatisticsAverageOnlyTheProcessesThatRanAStep) {
+  const std::string layers =
+      std::string(kPlainLayers)
+          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
+  auto run = [&](int processes) {
+    std::vector<std::vector<float>> stats(static_cast<size_t>(processes));
+    run_processes(processes, [&](int rank, Communicator& comm) {
+      SmallRun part(16, layers, 32);
+      TrainOptions options;
+      options.comm = &comm;
+      part.train(options);
+      for (auto& named : part.graph->buffers()) {
+        std::vector<float> v = part.values(named.second);
+        stats[static_cast<size_t>(rank)].insert(stats[static_cast<size_t>(rank)].end(), v.begin(),
+                                                v.end());
+      }
+    });
+    return stats;
+  };
+  const std::vector<std::vector<float>> two = run(2), three = run(3);
+  EXPECT_EQ(three[0], two[0]);
+  EXPECT_EQ(three[2], three[0]);
+}
+
 TEST(DataParallel, AStopAskedOfOneProcessStopsThemAllAtTheSameStep) {
   std::vector<TrainResult> results(2);
   std::vector<TrainPosition> saved(2);
@@ -337,7 +365,13 @@ TEST(DataParallel, ANonFiniteLossInOneProcessStopsEveryProcessAtThatStep) {
   for (const std::string& e : errors) {
     EXPECT_EQ(e.rfind("the training loss became ", 0), 0u) << e;
     EXPECT_NE(e.find(" at step 2 (epoch 1, batch 2 of 3)"), std::string::npos) << e;
+    // The cause is where it was: the second process's batch, whichever process tells it.
+    EXPECT_NE(e.find("the input batch holds 1 non-finite value (check data.normalize) (in process "
+                     "1's batch)"),
+              std::string::npos)
+        << e;
   }
+  EXPECT_EQ(errors[0], errors[1]);
 }
 
 }  // namespace

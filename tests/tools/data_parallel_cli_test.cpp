@@ -135,6 +135,20 @@ TEST(DataParallelCli, AnErrorEveryProcessMeetsIsToldOnceAndEndsTheRun) {
   EXPECT_NE(r.out.find("relux"), std::string::npos) << r.out;
 }
 
+// A file missing on one host only: the error is that process's alone, and told, after the wait
+// for the first process to tell a shared one.
+TEST(DataParallelCli, AnErrorOfOneProcessAloneIsToldByIt) {
+  SKIP_WITHOUT_MPI();
+  const std::string good = config_file(), missing = ::testing::TempDir() + "no-such-config.yaml";
+  // Two programs in one run (mpirun's A : B): process 1 is given the missing config.
+  const test::CliResult r =
+      run_mpi(1, "--config " + good + " --device cpu:1 : -np 1 " + std::string(TANDEM_TRAINER) +
+                     " --config " + missing + " --device cpu:1");
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("error (process 1 of 2): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no-such-config.yaml"), std::string::npos) << r.out;
+}
+
 // bench would time processes that compete for the cores; eval and the others would each do
 // all the work.
 TEST(DataParallelCli, OnlyTrainingRunsUnderMpirun) {
