@@ -2,6 +2,8 @@
 BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
+# ccache hashes paths relative to the checkout, so another clone of it reuses the cache.
+export CCACHE_BASEDIR ?= $(CURDIR)
 
 .PHONY: demo test build setup clean
 
