@@ -356,11 +356,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       double movers = computed ? 1.0 : 0.0;
       comm.sum(&movers, 1);
       if (movers > 0) {
-        std::vector<Tensor> stats;
-        for (auto& named : graph.buffers()) stats.push_back(named.second);
-        std::vector<Tensor*> stat_ptrs;
-        for (Tensor& t : stats) stat_ptrs.push_back(&t);
-        sum_tensors(comm, backend, stat_ptrs, staging, computed ? 1.0 / movers : 0.0);
+        auto named = graph.buffers();
+        std::vector<Tensor*> stats;
+        for (auto& [name, t] : named) stats.push_back(&t);
+        sum_tensors(comm, backend, stats, staging, computed ? 1.0 / movers : 0.0);
       }
       broadcast_tensors(comm, backend, training_state(step));
     }

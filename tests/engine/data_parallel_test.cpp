@@ -145,6 +145,15 @@ train:
     return v;
   }
   std::vector<float> weights() { return values(graph->packed_values()); }
+  // Every layer buffer (batch-norm running statistics), one after the other.
+  std::vector<float> statistics() {
+    std::vector<float> all;
+    for (auto& named : graph->buffers()) {
+      const std::vector<float> v = values(named.second);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
 };
 
 // Runs `body(rank, comm)` for each of `size` processes in threads; rethrows the first failure.
@@ -266,11 +275,7 @@ TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {
     TrainOptions options;
     options.comm = &comm;
     half.train(options);
-    for (auto& named : half.graph->buffers()) {
-      std::vector<float> v = half.values(named.second);
-      stats[static_cast<size_t>(rank)].insert(stats[static_cast<size_t>(rank)].end(), v.begin(),
-                                              v.end());
-    }
+    stats[static_cast<size_t>(rank)] = half.statistics();
     weights[static_cast<size_t>(rank)] = half.weights();
   });
   ASSERT_EQ(stats[0].size(), 8u);  // running mean and variance of 4 channels
@@ -292,11 +297,7 @@ TEST(DataParallel, BatchNormStatisticsAverageOnlyTheProcessesThatRanAStep) {
       TrainOptions options;
       options.comm = &comm;
       part.train(options);
-      for (auto& named : part.graph->buffers()) {
-        std::vector<float> v = part.values(named.second);
-        stats[static_cast<size_t>(rank)].insert(stats[static_cast<size_t>(rank)].end(), v.begin(),
-                                                v.end());
-      }
+      stats[static_cast<size_t>(rank)] = part.statistics();
     });
     return stats;
   };
