@@ -168,8 +168,9 @@ void TrainStep::read(double* loss, double* correct) {
 EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers,
                    Communicator* comm) {
   EvalStats s;
-  const bool parallel = comm && comm->size() > 1;
-  ShardedSource share(data, parallel ? comm->rank() : 0, parallel ? comm->size() : 1);
+  SingleProcess alone;
+  Communicator& run = comm ? *comm : alone;
+  ShardedSource share(data, run.rank(), run.size());  // the source itself when alone
   const int64_t sample = step.input().numel() / step.input().dim(0);
   BatchQueue queue(share, sample, max_batch, workers, host_allocator(step.backend()));
   queue.start_epoch(0);
@@ -183,7 +184,7 @@ EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int wo
     sums[1] += correct;
     sums[2] += static_cast<double>(batch.n);
   }
-  if (parallel) comm->sum(sums, 3);
+  run.sum(sums, 3);
   s.samples = static_cast<int64_t>(sums[2]);
   if (s.samples) {
     s.loss = sums[0] / sums[2];

@@ -20,6 +20,7 @@
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
 #include "engine/trainer.h"
+#include "tests/cpu/backend_test_util.h"
 #include "tools/app.h"
 
 namespace tandem {
@@ -175,17 +176,6 @@ void run_processes(int size, const std::function<void(int, Communicator&)>& body
     if (e) std::rethrow_exception(e);
 }
 
-// max |a - b| over max |a|.
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(a[i])));
-  }
-  return diff / std::max(scale, 1e-30);
-}
-
 TEST(ShardedSource, ProcessesTakeTheBatchesInTurnAndTheRaggedEndGoesToTheFirst) {
   struct Numbered : BatchSource {  // batch b holds b + 1 samples, labelled b
     int64_t size() const override { return 15; }
@@ -245,7 +235,7 @@ TEST(DataParallel, TwoProcessesTrainLikeOneWhoseBatchIsBoth) {
   }
   EXPECT_EQ(results[0].step_losses, results[1].step_losses);
   EXPECT_EQ(weights[0], weights[1]) << "the processes' weights must stay equal, bit for bit";
-  EXPECT_LT(relative_difference(whole_weights, weights[0]), 1e-5);
+  EXPECT_LT(testing::relative_error(weights[0], {whole_weights.begin(), whole_weights.end()}), 1e-5);
 }
 
 TEST(DataParallel, EachProcessDrawsItsOwnDropoutMasksAndTheWeightsStayEqual) {
