@@ -131,7 +131,7 @@ void CpuBackend::download(void* host, const Tensor& src) {
 void CpuBackend::fill(Tensor& t, float value) {
   float* p = t.data();
   const int64_t n = t.numel();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) p[i] = value;
 }
 

@@ -1,4 +1,8 @@
 // CpuBackend's class: shared by the op files of cpu/ (conv.cpp, pool.cpp, ...), private to cpu/.
+//
+// The op files' elementwise loops are `#pragma omp parallel for simd ... if (parallel : n > N)`.
+// The `parallel :` matters: a bare `if` applies to the `simd` too, and GCC then runs a tensor
+// below N elements unvectorised (relu over 65,536 floats took 0.31 ms instead of 0.007 ms).
 #pragma once
 
 #include <atomic>

@@ -42,7 +42,7 @@ void CpuBackend::dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& ma
   const float* g = dy.data();
   const float* m = mask.data();
   float* d = dx.data();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) d[i] = g[i] * m[i];
 }
 

@@ -97,7 +97,7 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   const float* ap = a.data();
   const float* bp = b.data();
   float* yp = y.data();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
 }
 

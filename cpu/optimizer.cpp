@@ -22,7 +22,7 @@ void CpuBackend::sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, con
   const float* gp = grad.data();
   const float lr = p.lr, mu = p.momentum, wd = p.weight_decay;
   const bool nesterov = p.nesterov;
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     float g = gp[i] + wd * wp[i];
     if (momentum) {
@@ -53,7 +53,7 @@ void CpuBackend::adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad
   float* mp = m.data();
   float* vp = v.data();
   const float* gp = grad.data();
-#pragma omp parallel for simd schedule(static) if (n > 65536)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) {
     const float wi = wp[i] * decay;
     const float g = gp[i] + coupled_wd * wi;
