@@ -1,7 +1,10 @@
-// Activations (relu, leaky relu, sigmoid, tanh) forward and backward through oneDNN eltwise.
+// Activations (relu, leaky relu, sigmoid, tanh) forward and backward through oneDNN eltwise, but
+// for the relu forward pass.
 //
 // Tensors of any shape are viewed as 1-D (numel); sigmoid and tanh use the *_use_dst_for_bwd
-// algorithms so the backward pass reads y, as the interface promises.
+// algorithms so the backward pass reads y, as the interface promises. relu forward is a loop of
+// our own: oneDNN's turns a NaN into 0, which would hide a non-finite activation from the loss
+// (and from the NaN checks); here it passes on, as in PyTorch and on the GPU backend.
 #include <string>
 
 #include "cpu/cpu_backend_impl.h"
@@ -71,6 +74,17 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
   const int64_t n = x.numel();
   if (n == 0) return;
+  if (a == Activation::kRelu) {
+    if (tracing())
+      placed("activation_forward " + eltwise_key(a, alpha, n) +
+             " -> tandem's OpenMP loop (NaN-propagating)");
+    const float* xp = x.data();
+    float* yp = y.data();
+    // x <= 0 is false for a NaN, so a NaN is copied through; one select, so the loop vectorises.
+#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
+    for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] <= 0.f ? 0.f : xp[i];
+    return;
+  }
   const std::string key = eltwise_key(a, alpha, n);
   auto& e = cached<EltwiseForwardEntry>("act_fwd " + key, [&] {
     return dnnl_guard("activation_forward " + key, [&] {

@@ -46,7 +46,7 @@ __global__ void activation_forward_kernel(float* y, const float* x, int64_t n, i
     const float v = x[i];
     float r;
     switch (kind) {
-      case 0: r = v > 0.f ? v : 0.f; break;                    // relu
+      case 0: r = v <= 0.f ? 0.f : v; break;                   // relu (a NaN passes on)
       case 1: r = v > 0.f ? v : alpha * v; break;              // leaky relu
       case 2: r = 1.f / (1.f + expf(-v)); break;               // sigmoid
       default: r = tanhf(v); break;                            // tanh

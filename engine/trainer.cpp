@@ -340,14 +340,16 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         break;
       }
     }
-    // A relu passes NaN on as 0: weights can turn non-finite while every loss stays finite.
-    // Checked before any checkpoint of them is written.
+    // The last step's update shows in no loss, and a sigmoid or tanh takes an infinite input to
+    // a finite value while the gradients are not: weights can turn non-finite behind finite
+    // losses. Checked before any checkpoint of them is written.
     auto check_weights = [&](const std::string& when) {
       if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
         throw nonfinite_error(
             config.train.optimizer, lr,
-            fmt::format("{} {} (step {}) although the loss stayed finite (a relu passes NaN on as "
-                        "0); on_nan: skip_step checks the gradients of every step",
+            fmt::format("{} {} (step {}) although the loss stayed finite (a gradient was not: the "
+                        "update overflowed, or a sigmoid or tanh took an infinite input to a "
+                        "finite value); on_nan: skip_step checks the gradients of every step",
                         weights, when, global_step));
     };
     // The batch-norm statistics become the average of the processes that ran a step of the epoch

@@ -189,6 +189,29 @@ TEST_P(ActivationTest, ForwardAndBackwardMatchReference) {
   }
 }
 
+// A NaN passes through every activation, as in PyTorch (relu is not max(0, x), which would turn it
+// into 0 and hide it from the loss); infinities go to the activation's limits.
+TEST_P(ActivationTest, ForwardPassesANaNOnAndTakesInfinitiesToTheLimits) {
+  const float kAlpha = 0.1f, kInf = HUGE_VALF;
+  Floats x = random(1003, 8, -4.f, 4.f);
+  for (size_t i = 0; i < x.size(); i += 3) x[i] = i % 2 ? NAN : (i % 9 ? kInf : -kInf);
+  Tensor tx = upload({1003}, x), y = output({1003});
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    be().activation_forward(y, tx, a, kAlpha);
+    Floats got = download(y);
+    Doubles want = reference::activation_forward(x, a, kAlpha);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isnan(want[i])) {
+        EXPECT_TRUE(std::isnan(got[i])) << "x[" << i << "] = " << x[i] << " gave " << got[i];
+      } else if (std::isinf(x[i])) {
+        EXPECT_EQ(got[i], want[i]) << "x[" << i << "] = " << x[i];
+      }
+    }
+  }
+}
+
 TEST_P(ActivationTest, ForwardInPlace) {
   Floats x = random(999, 5, -3.f, 3.f);
   Tensor t = upload({999}, x);

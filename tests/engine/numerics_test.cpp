@@ -146,11 +146,13 @@ TEST(LocateNonfinite, AFiniteStepIsBlamedOnNothing) {
 }
 
 // 20 batches of 4 samples (8 values each, a learnable class signal); the batches listed (0-based)
-// hold a NaN.
+// hold one `poison` value (a NaN unless told).
 class PoisonedBatches : public BatchSource {
  public:
   static constexpr int64_t kBatches = 20;
-  explicit PoisonedBatches(std::set<int64_t> bad) : bad_(std::move(bad)) {}
+  explicit PoisonedBatches(std::set<int64_t> bad,
+                           float poison = std::numeric_limits<float>::quiet_NaN())
+      : bad_(std::move(bad)), poison_(poison) {}
   int64_t size() const override { return kBatches * kBatch; }
   int64_t batches_per_epoch() const override { return kBatches; }
   void start_epoch(int64_t) override {}
@@ -160,18 +162,20 @@ class PoisonedBatches : public BatchSource {
       for (int64_t j = 0; j < 8; ++j)
         images[i * 8 + j] = j % 3 == labels[i] ? 1.f : 0.1f * static_cast<float>(j - i);
     }
-    if (bad_.count(b)) images[5] = std::numeric_limits<float>::quiet_NaN();
+    if (bad_.count(b)) images[5] = poison_;
     return kBatch;
   }
 
  private:
   std::set<int64_t> bad_;
+  float poison_;
 };
 
 TrainResult train_on(SmallStep& s, const std::set<int64_t>& bad, const std::string& on_nan,
-                     TrainOptions options = {}) {
+                     TrainOptions options = {},
+                     float poison = std::numeric_limits<float>::quiet_NaN()) {
   s.config.train.on_nan = on_nan;
-  PoisonedBatches data(bad);
+  PoisonedBatches data(bad, poison);
   options.progress = false;
   return train(s.config, s.graph, *s.loss, *s.backend, data, nullptr, options);
 }
@@ -183,10 +187,9 @@ bool all_weights_finite(SmallStep& s) {
   return true;
 }
 
-// tanh passes a NaN on to the loss; relu (max(0, x)) turns it into 0, so that only the gradients
-// show it.
+// The input's NaN reaches the loss through the relu (which passes it on, as in PyTorch).
 TEST(OnNan, StopEndsTheRunAtTheFirstNonFiniteLossNamingItsCause) {
-  SmallStep s("softmax_cross_entropy", "tanh");
+  SmallStep s;
   try {
     train_on(s, {3}, "stop");
     FAIL() << "expected a NumericsError";
@@ -215,11 +218,12 @@ std::string log_of(Fn&& fn) {
   return log.str();
 }
 
-// relu turns the NaN into 0, so every loss stays finite; the weights it spoilt end the epoch.
+// tanh takes the input's infinity to 1, so the loss stays finite but dense_1's weight gradient
+// does not. In the epoch's last batch, no later loss shows it: the check at the epoch's end does.
 TEST(OnNan, StopEndsTheEpochWhoseUpdatesSpoiltAWeightBehindAFiniteLoss) {
-  SmallStep s;
+  SmallStep s("softmax_cross_entropy", "tanh");
   try {
-    train_on(s, {3}, "stop");
+    train_on(s, {PoisonedBatches::kBatches - 1}, "stop", {}, HUGE_VALF);
     FAIL() << "expected a NumericsError";
   } catch (const NumericsError& e) {
     EXPECT_NE(e.cause().find("the weights dense_1.weight hold 16 non-finite values at the end of "
@@ -229,16 +233,16 @@ TEST(OnNan, StopEndsTheEpochWhoseUpdatesSpoiltAWeightBehindAFiniteLoss) {
   }
 }
 
-// Stopped mid-epoch (Ctrl-C) after such a batch: no checkpoint of the spoilt weights is written.
+// Stopped mid-epoch (Ctrl-C) right after such a batch: no checkpoint of the spoilt weights.
 TEST(OnNan, AStopMidEpochWritesNoCheckpointOfWeightsSpoiltBehindAFiniteLoss) {
-  SmallStep s;
+  SmallStep s("softmax_cross_entropy", "tanh");
   TrainOptions options;
   int steps = 0;
   options.stop = [&] { return ++steps == 6; };
   bool written = false;
   options.on_checkpoint = [&](TrainStep&, const TrainPosition&) { written = true; };
   try {
-    train_on(s, {3}, "stop", options);
+    train_on(s, {5}, "stop", options, HUGE_VALF);  // the 6th step's batch
     FAIL() << "expected a NumericsError";
   } catch (const NumericsError& e) {
     EXPECT_NE(e.cause().find("the weights dense_1.weight hold 16 non-finite values when stopped "
@@ -268,9 +272,9 @@ TEST(OnNan, SkipStepLeavesOutAStepWithANonFiniteLossAndTrainsOn) {
 }
 
 TEST(OnNan, SkipStepLeavesOutAStepWhoseLossIsFiniteButAGradientIsNot) {
-  SmallStep s;  // relu: the loss stays finite, dense_1's weight gradient does not
+  SmallStep s("softmax_cross_entropy", "tanh");  // an infinite input: as above
   TrainResult r;
-  const std::string log = log_of([&] { r = train_on(s, {3}, "skip_step"); });
+  const std::string log = log_of([&] { r = train_on(s, {3}, "skip_step", {}, HUGE_VALF); });
   EXPECT_EQ(r.skipped_steps, 1);
   EXPECT_TRUE(all_weights_finite(s));
   EXPECT_TRUE(std::regex_search(

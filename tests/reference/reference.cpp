@@ -148,10 +148,10 @@ namespace {
 
 double act(double x, Activation a, double alpha) {
   switch (a) {
-    case Activation::kRelu:
-      return x > 0 ? x : 0.0;
+    case Activation::kRelu:  // a NaN passes on (x <= 0 is false for it), as in PyTorch
+      return x <= 0 ? 0.0 : x;
     case Activation::kLeakyRelu:
-      return x > 0 ? x : alpha * x;
+      return x <= 0 ? alpha * x : x;
     case Activation::kSigmoid:
       return 1.0 / (1.0 + std::exp(-x));
     case Activation::kTanh:
