@@ -1,4 +1,5 @@
-# Two commands: `make demo` trains LeNet on the bundled MNIST sample; `make test` runs the suite.
+# Two commands: `make demo` trains LeNet on the bundled MNIST sample (on the CPU, then on the GPU
+# when one can run here); `make test` runs the suite.
 BUILD ?= build
 CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc)
@@ -8,7 +9,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 .PHONY: demo test build setup clean
 
 demo: build
-	$(BUILD)/trainer --config configs/lenet.yaml --device cpu
+	$(BUILD)/trainer --config configs/lenet.yaml --device all
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -51,6 +51,9 @@ DeviceSpec parse_device(const std::string& text) {
     else spdlog::warn("--device auto: training on the CPU, because {}", why);
     return parse_device(gpu ? "gpu" : "cpu");
   }
+  if (text == "all")
+    throw UsageError("--device all is a list of devices, and this command runs on one",
+                     "give cpu, gpu, gpu:INDEX or auto");
   DeviceSpec d;
   d.label = text;
   auto colon = text.find(':');
@@ -59,7 +62,7 @@ DeviceSpec parse_device(const std::string& text) {
     const std::string n = text.substr(colon + 1);
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos)
       throw UsageError("bad device '" + text + "'",
-                       "write auto, cpu, cpu:THREADS, gpu or gpu:INDEX (e.g. --device cpu:2)");
+                       "write auto, all, cpu, cpu:THREADS, gpu or gpu:INDEX (e.g. --device cpu:2)");
     d.index = std::stoi(n);
     if (d.backend == "cpu" && d.index < 1)
       throw UsageError("bad device '" + text + "': a CPU needs at least 1 thread", "e.g. cpu:2");
@@ -199,10 +202,23 @@ std::string schedule_text(const ScheduleConfig& s) {
 
 namespace {
 
+// "all" is the CPU, then each GPU when the GPU backend can run here ("gpu" for a machine's only
+// one), else the CPU alone and the one line that says why there is no GPU.
 std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
   if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
   std::vector<DeviceSpec> out;
-  for (const std::string& d : r.devices) out.push_back(parse_device(d));
+  for (const std::string& d : r.devices) {
+    if (d != "all") {
+      out.push_back(parse_device(d));
+      continue;
+    }
+    out.push_back(parse_device("cpu"));
+    std::string why;
+    const int gpus = gpu_usable(&why) ? gpu_count() : 0;
+    if (gpus == 0) spdlog::warn("--device all: the CPU only, because {}", why);
+    for (int i = 0; i < gpus; ++i)
+      out.push_back(parse_device(gpus == 1 ? "gpu" : "gpu:" + std::to_string(i)));
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "tools/checkpoint_model.h"
 
 #include <filesystem>
+#include <string>
 
 #include "engine/error.h"
 #include "engine/optimizer.h"
@@ -13,7 +14,12 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
                                       int64_t max_batch) {
   if (r.checkpoint.empty())
     throw UsageError(command + " needs a checkpoint", "pass --checkpoint FILE (or a folder: its newest)");
+  if (r.devices.size() > 1)
+    throw UsageError(
+        command + " runs on one device, and --device gives " + std::to_string(r.devices.size()),
+        "give one, e.g. --device gpu");
   CheckpointModel m;
+  m.device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
   m.path = find_checkpoint(r.checkpoint);
   m.meta = read_checkpoint_meta(m.path);
   if (!r.config_path.empty()) {
@@ -42,7 +48,6 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
     m.config.data.std = m.meta.normalize_std;
   }
   m.graph = std::make_unique<Graph>(m.config);
-  m.device = parse_device(r.devices.empty() ? "cpu" : r.devices.front());
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));
   m.graph->allocate(*m.backend, max_batch > 0 ? max_batch : m.config.train.batch_size,
                     m.config.train.seed);

@@ -152,8 +152,8 @@ int run(int argc, char** argv) {
         if (d.empty())
           throw tandem::UsageError(
               v.empty() ? "--device is empty" : "--device '" + v + "' has an empty entry",
-              "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, or a comma list of "
-              "them such as cpu,gpu");
+              "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, all, or a comma list "
+              "of them such as cpu,gpu");
     } else if (a == "--epochs") {
       r.epochs = parse_int(a, value());
     } else if (a == "--batch-size") {

@@ -125,7 +125,7 @@ TEST(BadInput, EmptyDeviceSaysSoAndListsTheAcceptedForms) {
   Result r = trainer("--config missing.yaml --device ''");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --device is empty\nhint: give cpu, cpu:N (N threads), gpu, gpu:N "
-                       "(GPU number N), auto, or a comma list of them such as cpu,gpu"),
+                       "(GPU number N), auto, all, or a comma list of them such as cpu,gpu"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("unknown device"), std::string::npos) << r.out;

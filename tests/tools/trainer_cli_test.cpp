@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/backend_registry.h"
 #include "tests/tools/cli_util.h"
@@ -122,6 +124,47 @@ TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
             std::string::npos)
       << why;
   EXPECT_NE(line.find("\"device\": \"cpu\""), std::string::npos) << line;
+}
+
+// --device all: the CPU, then every GPU that can run here, side by side; here without a GPU, the
+// CPU alone and the line that says why.
+TEST(TrainerCli, DeviceAllTrainsOnTheCpuThenEveryUsableGpuElseSaysWhyNot) {
+  const std::string config = write_temp(
+      "all.yaml", tandem::test::small_model_yaml("all") + "train: {epochs: 1, batch_size: 32}\n");
+  const std::string metrics = ::testing::TempDir() + "all.jsonl";
+  Result r = trainer("--config " + config + " --device all --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::string why;
+  const int gpus = tandem::gpu_usable(&why) ? tandem::gpu_count() : 0;
+  std::vector<std::string> devices;
+  std::ifstream in(metrics);
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, std::regex(R"re("device": "([^"]+)")re")))
+      devices.push_back(m[1]);
+  std::vector<std::string> want{"cpu"};
+  for (int i = 0; i < gpus; ++i) want.push_back(gpus == 1 ? "gpu" : "gpu:" + std::to_string(i));
+  EXPECT_EQ(devices, want) << r.out;
+  if (gpus > 0) {
+    EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;  // the side-by-side table
+    return;
+  }
+  EXPECT_NE(r.out.find("--device all: the CPU only, because " + why), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("speedup"), std::string::npos) << r.out;
+}
+
+// eval and predict run on one device: "all" or a list is refused, saying so, before the
+// checkpoint is looked for.
+TEST(TrainerCli, EvalAndPredictRefuseAListOfDevices) {
+  Result r = trainer("predict --checkpoint nowhere.safetensors --device all x.png");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--device all is a list of devices, and this command runs on one"),
+            std::string::npos)
+      << r.out;
+  r = trainer("eval --checkpoint nowhere.safetensors --device cpu,gpu");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("eval runs on one device, and --device gives 2"), std::string::npos)
+      << r.out;
 }
 
 TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
