@@ -376,6 +376,13 @@ void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) 
 // not at the end of the first epoch.
 void check_training_batches(const Config& c, const Graph& model, int64_t train_samples) {
   const int64_t need = model.min_training_batch(), b = c.train.batch_size;
+  if (c.train.drop_last && b > train_samples)
+    throw ConfigError(
+        fmt::format("{}: train.batch_size {} is more than the {} train samples, and "
+                    "train.drop_last: true drops that one short batch: no epoch "
+                    "would train",
+                    c.file, b, format_count(train_samples)),
+        fmt::format("use --batch-size {} or less, or train.drop_last: false", train_samples));
   if (need <= 1) return;
   if (b < need)
     throw ConfigError(fmt::format("{}: train.batch_size {}: the model's batch normalization of a "
@@ -439,6 +446,12 @@ int run_train(const RunRequest& r) {
                config.train.epochs == 1 ? "" : "s", config.train.batch_size,
                optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
                config.loss, config.train.seed);
+    if (config.train.batch_size > data.train.size())
+      fmt::print(
+          "       note: batch {} is more than the {} train samples: each epoch is one step "
+          "of {}\n",
+          config.train.batch_size, format_count(data.train.size()),
+          format_count(data.train.size()));
     if (comm.size() > 1)
       fmt::print(
           "       data-parallel over {} processes ({}, {} on this host): batch {} each, {} "

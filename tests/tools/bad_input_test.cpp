@@ -287,6 +287,41 @@ TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
   EXPECT_TRUE(fs::is_directory(parent / "out" / "test"));
 }
 
+// A batch beyond the train split: with drop_last an epoch would train nothing, which is refused;
+// without it the one short batch is the epoch, and the run's header says so.
+TEST(BadInput, ABatchBeyondTheTrainSplitIsOneStepAnEpochOrWithDropLastRefused) {
+  auto config = [](const std::string& drop_last) {
+    return tandem::test::write_temp_file("big_batch_" + drop_last + ".yaml", R"(name: big_batch
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 40, test_size: 16, seed: 3}
+train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
+  };
+  Result r = trainer("--config " + config("true"));
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("train.batch_size 64 is more than the 40 train samples, and "
+                       "train.drop_last: true drops that one short batch: no epoch would train\n"
+                       "hint: use --batch-size 40 or less, or train.drop_last: false"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1/1"), std::string::npos) << "training started: " << r.out;
+
+  r = trainer("--config " + config("true") + " --batch-size 40");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("note: batch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1/1 ["), std::string::npos) << r.out;
+
+  r = trainer("--config " + config("false"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("note: batch 64 is more than the 40 train samples: each epoch is one step "
+                       "of 40"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1/1 ["), std::string::npos) << r.out;
+}
+
 TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
   Result r = trainer("--config " + small_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
   EXPECT_EQ(r.status, 7) << r.out;
