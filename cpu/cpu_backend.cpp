@@ -10,6 +10,7 @@
 
 #include "cpu/cpu_backend_impl.h"
 #include "engine/backend_registry.h"
+#include "engine/progress.h"
 
 namespace tandem {
 namespace {
@@ -29,6 +30,32 @@ std::string cpu_model_name() {
     }
   }
   return "unknown CPU";
+}
+
+// The memory this machine can still give (MemAvailable of /proc/meminfo); 0 when unknown.
+size_t available_host_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("MemAvailable:", 0) == 0)
+      return std::strtoull(line.c_str() + 13, nullptr, 10) * 1024;
+  return 0;
+}
+
+// The batch size to try after a tensor of `asked` bytes did not fit at `batch`: half of it, or
+// when the tensor alone is more than half the `available` memory, the power of two at which it
+// would take half (the model holds several such tensors).
+std::string smaller_batch_hint(int64_t batch, size_t asked, size_t available) {
+  if (batch <= 1) return "use a smaller model (or free memory)";
+  int64_t n = batch / 2;
+  if (available && asked > available / 2) {
+    const double fit = static_cast<double>(batch) * static_cast<double>(available) / 2.0 /
+                       static_cast<double>(asked);
+    n = 1;
+    while (static_cast<double>(n) * 2 <= fit && n * 2 <= batch / 2) n *= 2;
+  }
+  return "try --batch-size " + std::to_string(n) + " or less (this run's is " +
+         std::to_string(batch) + "), or a smaller model";
 }
 
 std::string isa_name(dnnl::cpu_isa isa) {
@@ -73,8 +100,9 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
   return s ? s : "unknown";
 }
 
-CpuBackend::CpuBackend(int threads)
+CpuBackend::CpuBackend(int threads, int64_t batch_size)
     : threads_(threads > 0 ? threads : omp_get_num_procs()),
+      batch_size_(batch_size),
       engine_(dnnl::engine::kind::cpu, 0),
       stream_(engine_),
       stats_(std::make_shared<CpuMemoryStats>()) {
@@ -106,8 +134,10 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
   size_t rounded = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (!p) {
-    throw DeviceError("out of host memory allocating " + std::to_string(bytes) + " bytes",
-                      "use a smaller batch size or model");
+    std::string cause = "out of host memory: asked for " + format_bytes(bytes);
+    const size_t free = available_host_bytes();
+    if (free) cause += ", " + format_bytes(free) + " available";
+    throw DeviceError(cause, smaller_batch_hint(batch_size_, bytes, free));
   }
   size_t now = stats_->current.fetch_add(rounded) + rounded;
   size_t peak = stats_->peak.load();
@@ -180,12 +210,13 @@ void LayoutBridge::run(dnnl::stream& s) {
   }
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size) {
+  return std::make_unique<CpuBackend>(threads, batch_size);
 }
 
 void register_cpu_backend() {
-  register_backend("cpu", [](const BackendOptions& o) { return make_cpu_backend(o.threads); });
+  register_backend(
+      "cpu", [](const BackendOptions& o) { return make_cpu_backend(o.threads, o.batch_size); });
 }
 
 }  // namespace tandem

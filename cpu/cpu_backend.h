@@ -1,6 +1,7 @@
 // CpuBackend: the Backend ops on host memory, with oneDNN primitives and OpenMP loops.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "engine/backend.h"
@@ -10,6 +11,7 @@ namespace tandem {
 // Registers "cpu" in the backend registry.
 void register_cpu_backend();
 
-std::unique_ptr<Backend> make_cpu_backend(int threads);
+// threads: 0 for every core. batch_size: the run's, named in the out-of-memory hint (0: unknown).
+std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size = 0);
 
 }  // namespace tandem

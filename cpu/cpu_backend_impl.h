@@ -37,7 +37,7 @@ struct CpuCacheEntry {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  explicit CpuBackend(int threads, int64_t batch_size = 0);
 
   std::string name() const override { return "cpu"; }
   InfoRows info() const override;
@@ -133,6 +133,7 @@ class CpuBackend : public Backend {
 
  private:
   int threads_;
+  int64_t batch_size_;  // the run's, for the out-of-memory hint (0: unknown)
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::shared_ptr<CpuMemoryStats> stats_;

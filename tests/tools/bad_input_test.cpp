@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -320,6 +321,33 @@ train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("1/1 ["), std::string::npos) << r.out;
+}
+
+// A batch whose tensors the host cannot hold: the size asked for, what is available, and half the
+// batch to try. (The sanitizers' allocator is told to fail as malloc does, not to abort.)
+TEST(BadInput, OutOfHostMemoryNamesTheSizeAndTheBatchToTry) {
+  Result r = tandem::test::run_trainer_with(
+      "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0",
+      "--config " + small_config("huge_batch") + " --device cpu --batch-size 2000000000 --quiet");
+  EXPECT_EQ(r.status, 5) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(error: out of host memory: asked for [0-9.]+ GiB, [0-9.]+ [GMK]iB available)")))
+      << r.out;
+  // The hint's batch is the largest power of two at which that tensor takes at most half of what
+  // is available.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(
+          R"(asked for ([0-9.]+) GiB, ([0-9.]+) ([GMK])iB available\nhint: try --batch-size ([0-9]+) or less \(this run's is 2000000000\), or a smaller model)")))
+      << r.out;
+  const double gib = 1024.0 * 1024 * 1024;
+  const double per_sample = std::stod(m[1]) * gib / 2e9;
+  const double available = std::stod(m[2]) * (m[3] == "G" ? gib : m[3] == "M" ? gib / 1024 : 1024);
+  const double hinted = std::stod(m[4]) * per_sample;
+  EXPECT_LE(hinted, available / 2 * 1.01) << r.out;
+  EXPECT_GT(hinted, available / 4 * 0.99) << r.out;
 }
 
 TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
