@@ -42,22 +42,6 @@ size_t available_host_bytes() {
   return 0;
 }
 
-// The batch size to try after a tensor of `asked` bytes did not fit at `batch`: half of it, or
-// when the tensor alone is more than half the `available` memory, the power of two at which it
-// would take half (the model holds several such tensors).
-std::string smaller_batch_hint(int64_t batch, size_t asked, size_t available) {
-  if (batch <= 1) return "use a smaller model (or free memory)";
-  int64_t n = batch / 2;
-  if (available && asked > available / 2) {
-    const double fit = static_cast<double>(batch) * static_cast<double>(available) / 2.0 /
-                       static_cast<double>(asked);
-    n = 1;
-    while (static_cast<double>(n) * 2 <= fit && n * 2 <= batch / 2) n *= 2;
-  }
-  return "try --batch-size " + std::to_string(n) + " or less (this run's is " +
-         std::to_string(batch) + "), or a smaller model";
-}
-
 std::string isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
     case dnnl::cpu_isa::sse41:
@@ -137,7 +121,12 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
     std::string cause = "out of host memory: asked for " + format_bytes(bytes);
     const size_t free = available_host_bytes();
     if (free) cause += ", " + format_bytes(free) + " available";
-    throw DeviceError(cause, smaller_batch_hint(batch_size_, bytes, free));
+    throw DeviceError(cause, batch_size_ > 1
+                                 ? "try --batch-size " +
+                                       std::to_string(batch_to_try(batch_size_, bytes, free)) +
+                                       " or less (this run's is " + std::to_string(batch_size_) +
+                                       "), or a smaller model"
+                                 : "use a smaller model (or free some memory)");
   }
   size_t now = stats_->current.fetch_add(rounded) + rounded;
   size_t peak = stats_->peak.load();

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "engine/backend.h"
+
 #ifndef TANDEM_CUDA_ARCHS
 #define TANDEM_CUDA_ARCHS "unknown"
 #endif
@@ -86,8 +88,11 @@ std::string oom_explanation(const CudaContext& ctx) {
 
 std::string oom_hint(const CudaContext& ctx) {
   if (ctx.batch_size > 1)
-    return "try --batch-size " + std::to_string(ctx.batch_size / 2) + " (half of " +
-           std::to_string(ctx.batch_size) + "), or close other programs using the GPU";
+    return "try --batch-size " +
+           std::to_string(batch_to_try(ctx.batch_size, ctx.requested_bytes,
+                                       ctx.total_bytes ? ctx.free_bytes : 0)) +
+           " or less (this run's is " + std::to_string(ctx.batch_size) +
+           "), or close other programs using the GPU";
   return "try a smaller --batch-size, e.g. half the current one (or close other programs using "
          "the GPU)";
 }

@@ -22,4 +22,14 @@ ColumnCopy check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& 
   return {rows, dst_row, src_row};
 }
 
+int64_t batch_to_try(int64_t batch, size_t asked, size_t available) {
+  if (batch <= 1) return 1;
+  if (!available || asked <= available / 2) return batch / 2;
+  const double fit = static_cast<double>(batch) * static_cast<double>(available) / 2.0 /
+                     static_cast<double>(asked);
+  int64_t n = 1;
+  while (static_cast<double>(n) * 2 <= fit && n * 2 <= batch / 2) n *= 2;
+  return n;
+}
+
 }  // namespace tandem

@@ -51,14 +51,21 @@ inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int di
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
 }
 
-// Plain host memory, 64-byte aligned: the CPU's batch buffers, and any host memory a backend
-// does not pin.
 // copy_columns' geometry, checked: the rows and the two row lengths.
 struct ColumnCopy {
   int64_t rows, dst_row, src_row;
 };
 ColumnCopy check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& src,
                               int64_t src_col, int64_t cols);
+
+// The batch size an out-of-memory hint suggests after a tensor of `asked` bytes did not fit in a
+// run of `batch` samples: half of it; or, when that tensor alone is more than half of the
+// `available` bytes (0: unknown), the largest power of two at which it would take half (the
+// model holds several such tensors).
+int64_t batch_to_try(int64_t batch, size_t asked, size_t available);
+
+// Plain host memory, 64-byte aligned: the CPU's batch buffers, and any host memory a backend
+// does not pin.
 
 inline std::shared_ptr<void> aligned_host_memory(size_t bytes) {
   return {::operator new(bytes, std::align_val_t(64)),

@@ -45,6 +45,17 @@ TEST(ExplainCuda, OutOfMemoryInATrainingRunNamesHalfItsBatchSize) {
   EXPECT_TRUE(has(e.hint, "--batch-size 128")) << e.hint;
 }
 
+// 3 GiB asked with 1 GiB free: half the batch would still not fit; 32 of 256 makes it 384 MiB.
+TEST(ExplainCuda, OutOfMemoryBeyondWhatIsFreeScalesTheBatchDown) {
+  CudaContext ctx;
+  ctx.requested_bytes = size_t{3} << 30;
+  ctx.free_bytes = size_t{1} << 30;
+  ctx.total_bytes = size_t{80} << 30;
+  ctx.batch_size = 256;
+  Explanation e = explain_cuda_error(cudaErrorMemoryAllocation, "cudaMalloc", ctx);
+  EXPECT_TRUE(has(e.hint, "try --batch-size 32 or less (this run's is 256)")) << e.hint;
+}
+
 TEST(ExplainCuda, DeviceBelowTheBuildsArchitecturesIsNamed) {
   auto e = explain_arch_support("Tesla K80", 3, 7, "75-real,80-real,90-real,90-virtual");
   ASSERT_TRUE(e.has_value());
