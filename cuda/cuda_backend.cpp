@@ -416,10 +416,10 @@ void CudaBackend::synchronize() {
 
 void log_warning(const std::string& line) { spdlog::warn("{}", line); }
 
-void register_cuda_backend() {
-  register_backend("gpu", [](const BackendOptions& options) -> std::unique_ptr<Backend> {
-    return std::make_unique<CudaBackend>(options);
-  });
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
 }
+
+void register_cuda_backend() { register_backend("gpu", make_cuda_backend); }
 
 }  // namespace tandem

@@ -2,8 +2,9 @@
 # Prepares gpu-carry/ for a lent GPU machine from a GPU build made here ("way 1" of GPU.md):
 #   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
 #   cmake --build build-cuda && bash tools/gpu_carry.sh [build-cuda]
-# Packs the executables (trainer, the two test binaries, their CTest files) and every shared
-# library they load that the GPU machine lacks (yaml-cpp, spdlog, fmt, oneDNN, gomp, libstdc++, ...)
+# Packs the executables (trainer and its GPU plugin libtandem_gpu.so, the two test binaries, their
+# CTest files) and every shared library they load that the GPU machine lacks (tandem's engine,
+# yaml-cpp, spdlog, fmt, oneDNN, gomp, libstdc++, ...)
 # into gpu-carry/way1.tar.xz; tools/gpu_check.sh unpacks it there. The CUDA libraries (cudart,
 # cuBLAS, cuDNN) are left out: the machine's own are used, found by gpu_check.sh. Prints the size
 # of what travels against the 64 MiB the device tool carries.
@@ -11,20 +12,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-cuda}
 CARRY=gpu-carry
-BINS=("$BUILD/trainer" "$BUILD/tests/backend_tests" "$BUILD/tests/tandem_tests")
+BINS=("$BUILD/trainer" "$BUILD/libtandem_gpu.so" "$BUILD/tests/backend_tests"
+      "$BUILD/tests/tandem_tests")
 for b in "${BINS[@]}"; do
-  [ -x "$b" ] || { echo "error: $b is missing; build $BUILD with CUDA first" >&2; exit 1; }
+  [ -e "$b" ] || { echo "error: $b is missing; build $BUILD with CUDA first" >&2; exit 1; }
 done
-if ! ldd "$BUILD/trainer" | grep -q libcudart; then
-  echo "error: $BUILD/trainer has no GPU backend (it does not load libcudart); configure $BUILD" \
-       "with CUDA" >&2
+if ! ldd "$BUILD/libtandem_gpu.so" | grep -q libcudart; then
+  echo "error: $BUILD/libtandem_gpu.so does not load libcudart; configure $BUILD with CUDA" >&2
   exit 1
 fi
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$BUILD/tests" "$stage/lib"
-cp "$BUILD/trainer" "$stage/$BUILD/"
+cp "$BUILD/trainer" "$BUILD/libtandem_gpu.so" "$BUILD/libtandem_engine.so" "$stage/$BUILD/"
 cp "$BUILD/tests/backend_tests" "$BUILD/tests/tandem_tests" "$stage/$BUILD/tests/"
 # ctest reads these; they name the build's absolute paths, which gpu_check.sh links there.
 cp "$BUILD/CTestTestfile.cmake" "$stage/$BUILD/"

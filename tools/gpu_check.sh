@@ -64,8 +64,9 @@ if [ -f gpu-carry/way1.tar.xz ]; then
         echo "way 1: cannot link $src here: tests that read files by path will fail" | tee -a "$SUMMARY"
     fi
     lib_dir "$PWD/gpu-carry/way1/lib"
-    if ldd "$b/trainer" | grep -q "not found"; then
-      echo "way 1: $(ldd "$b/trainer" | grep "not found" | tr -s ' \t\n' ' ')" | tee -a "$SUMMARY"
+    if ldd "$b/trainer" "$b/libtandem_gpu.so" | grep -q "not found"; then
+      echo "way 1: $(ldd "$b/trainer" "$b/libtandem_gpu.so" | grep "not found" | tr -s ' \t\n' ' ')" |
+        tee -a "$SUMMARY"
     else
       BUILD=$b
     fi
@@ -84,7 +85,7 @@ fi
 {
   echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   echo "CUDNN_ROOT=$CUDNN_ROOT BUILD=$BUILD"
-  [ -n "$BUILD" ] && ldd "$BUILD/trainer"
+  [ -n "$BUILD" ] && ldd "$BUILD/trainer" "$BUILD/libtandem_gpu.so"
 } > "$OUT/environment.log" 2>&1
 
 step nvidia-smi 15 nvidia-smi

@@ -19,9 +19,9 @@ struct CliResult {
   std::string out;  // stdout and stderr together
 };
 
-// The trainer started by `launcher` (a command that takes the trainer's command line after it).
-inline CliResult run_trainer_with(const std::string& launcher, const std::string& args) {
-  std::string cmd = launcher + " " + std::string(TANDEM_TRAINER) + " " + args + " 2>&1";
+// A shell command's exit status and output.
+inline CliResult run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   std::array<char, 4096> buf;
@@ -29,6 +29,11 @@ inline CliResult run_trainer_with(const std::string& launcher, const std::string
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
   int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// The trainer started by `launcher` (a command that takes the trainer's command line after it).
+inline CliResult run_trainer_with(const std::string& launcher, const std::string& args) {
+  return run_command(launcher + " " + std::string(TANDEM_TRAINER) + " " + args);
 }
 
 inline CliResult run_trainer(const std::string& args) { return run_trainer_with("", args); }

@@ -1,0 +1,31 @@
+// The GPU backend as a plugin: libtandem_gpu.so, beside the trainer, which loads it the first time
+// a GPU is asked for. So the trainer starts, and trains on the CPU, on a machine whose CUDA
+// libraries or cuDNN are missing or broken, and says which when a GPU is asked for; and a CPU
+// run does not load cuBLAS and cuDNN at all.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "engine/backend_registry.h"
+
+namespace tandem {
+
+// The plugin's entry points (cuda/cuda_backend.h, cuda/device_query.h), in one table.
+struct GpuPlugin {
+  int abi;  // kGpuPluginAbi of the build that made it
+  std::unique_ptr<Backend> (*create)(const BackendOptions& options);
+  bool (*usable)(std::string* reason);
+  int (*device_count)();
+  void (*print_devices)(std::ostream& out);
+};
+
+// Changes whenever GpuPlugin or the types it passes change, so a stale plugin is refused.
+constexpr int kGpuPluginAbi = 1;
+constexpr const char* kGpuPluginFile = "libtandem_gpu.so";
+constexpr const char* kGpuPluginEntry = "tandem_gpu_plugin";
+
+}  // namespace tandem
+
+extern "C" const tandem::GpuPlugin* tandem_gpu_plugin();
