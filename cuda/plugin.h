@@ -14,15 +14,19 @@ namespace tandem {
 
 // The plugin's entry points (cuda/cuda_backend.h, cuda/device_query.h), in one table.
 struct GpuPlugin {
-  int abi;  // kGpuPluginAbi of the build that made it
+  const char* abi;  // kGpuPluginAbi of the build that made it
   std::unique_ptr<Backend> (*create)(const BackendOptions& options);
   bool (*usable)(std::string* reason);
   int (*device_count)();
   void (*print_devices)(std::ostream& out);
 };
 
-// Changes whenever GpuPlugin or the types it passes change, so a stale plugin is refused.
-constexpr int kGpuPluginAbi = 1;
+// A hash of the headers that define GpuPlugin and the types it passes (Backend, BackendOptions),
+// computed by CMake: a plugin built against other versions of them is refused.
+#ifndef TANDEM_GPU_PLUGIN_ABI
+#error "TANDEM_GPU_PLUGIN_ABI is set by CMakeLists.txt"
+#endif
+constexpr const char* kGpuPluginAbi = TANDEM_GPU_PLUGIN_ABI;
 constexpr const char* kGpuPluginFile = "libtandem_gpu.so";
 constexpr const char* kGpuPluginEntry = "tandem_gpu_plugin";
 

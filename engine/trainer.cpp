@@ -347,10 +347,11 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
         throw nonfinite_error(
             config.train.optimizer, lr,
-            fmt::format("{} {} (step {}) although the loss stayed finite (a gradient was not: the "
-                        "update overflowed, or a sigmoid or tanh took an infinite input to a "
-                        "finite value); on_nan: skip_step checks the gradients of every step",
-                        weights, when, global_step));
+            fmt::format("{} {} (step {}) although the loss stayed finite (the update overflowed, "
+                        "or a gradient was not finite: a sigmoid or tanh takes an infinite input "
+                        "to a finite value){}",
+                        weights, when, global_step,
+                        skip_bad ? "" : "; on_nan: skip_step checks the gradients of every step"));
     };
     // The batch-norm statistics become the average of the processes that ran a step of the epoch
     // (in an epoch of fewer batches than processes, the others' did not move), and rank 0's

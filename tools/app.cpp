@@ -202,8 +202,9 @@ std::string schedule_text(const ScheduleConfig& s) {
 
 namespace {
 
-// "all" is the CPU, then each GPU when the GPU backend can run here ("gpu" for a machine's only
-// one), else the CPU alone and the one line that says why there is no GPU.
+// "all" is the CPU, then each GPU when the GPU backend can run here (on GPU 0: "gpu" for a
+// machine's only one), else the CPU alone and the one line that says why there is no GPU. A
+// further GPU that cannot run this build gets its row with the reason, as in any list.
 std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
   if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
   std::vector<DeviceSpec> out;

@@ -72,7 +72,7 @@ const Loaded& gpu_plugin() {
     using Entry = const GpuPlugin* (*)();
     auto entry = reinterpret_cast<Entry>(dlsym(handle, kGpuPluginEntry));
     const GpuPlugin* plugin = entry ? entry() : nullptr;
-    if (!plugin || plugin->abi != kGpuPluginAbi) {
+    if (!plugin || std::string(plugin->abi) != kGpuPluginAbi) {
       Loaded l;
       l.cause = "this trainer's GPU backend, " + path + ", is from another build";
       l.hint = "rebuild (cmake --build) so that both come from one build, or use --device cpu";

@@ -97,8 +97,8 @@ const std::vector<Flag> kFlags = {
 
 const std::string kDevices =
     R"(devices: cpu, cpu:THREADS, gpu, gpu:INDEX, or a comma-separated list of them; auto: the GPU
-  when it can run here, else the CPU (one line says why); all: the CPU, then every GPU that can
-  run here (none: one line says why)
+  when it can run here, else the CPU (one line says why); all: the CPU, then each GPU when the
+  GPU backend can run here (else one line says why)
   (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
   side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
 )";

@@ -20,12 +20,16 @@ using test::run_command;
 
 const fs::path kPlugin = fs::path(TANDEM_TRAINER).parent_path() / "libtandem_gpu.so";
 
-// A copy of the trainer in a folder of its own, with `plugin` beside it when given.
+// A copy of the trainer in a folder of its own, with a file of `plugin_text` as its plugin when
+// given.
 std::string trainer_copy(const std::string& name, const std::string& plugin_text = "") {
   const fs::path dir = fs::path(::testing::TempDir()) / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
+  // With the engine it needs: the copies find it beside them, as the README says to keep them.
   fs::copy_file(TANDEM_TRAINER, dir / "trainer");
+  fs::copy_file(fs::path(TANDEM_TRAINER).parent_path() / "libtandem_engine.so",
+                dir / "libtandem_engine.so");
   if (!plugin_text.empty()) std::ofstream(dir / "libtandem_gpu.so") << plugin_text;
   return (dir / "trainer").string();
 }
