@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/nccl_sums.h"
 #include "engine/backend_registry.h"
 
 namespace tandem {
@@ -410,6 +411,30 @@ void CudaBackend::synchronize() {
   copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   check_labels();
+}
+
+bool CudaBackend::device_sums_available(const Communicator& comm, std::string* why_not) {
+#if TANDEM_WITH_NCCL
+  int gpus = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&gpus));
+  std::string why = nccl_unavailable(comm, gpus);
+#else
+  (void)comm;
+  std::string why =
+      "this build has no NCCL (nccl.h was not found when it was built); install NCCL's "
+      "development files (e.g. apt install libnccl-dev) and rebuild";
+#endif
+  if (why_not) *why_not = why;
+  return why.empty();
+}
+
+std::unique_ptr<DeviceSums> CudaBackend::start_device_sums(Communicator& comm) {
+#if TANDEM_WITH_NCCL
+  return start_nccl_sums(comm, device_, stream_, cublas_);
+#else
+  (void)comm;
+  return nullptr;
+#endif
 }
 
 // ---------------------------------------------------------------------------------------------

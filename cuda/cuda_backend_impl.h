@@ -152,6 +152,10 @@ class CudaBackend : public Backend {
   int64_t count_nonfinite(const Tensor& t) override;
   int64_t count_nonfinite(const std::vector<const Tensor*>& ts) override;
 
+  // NCCL (cuda/nccl_sums.cpp), when it loads and this host's processes have a GPU each.
+  bool device_sums_available(const Communicator& comm, std::string* why_not) override;
+  std::unique_ptr<DeviceSums> start_device_sums(Communicator& comm) override;
+
   // --- helpers for the op files ---
   cudaStream_t stream() const { return stream_; }
   cudnnHandle_t cudnn() const { return cudnn_; }

@@ -18,6 +18,8 @@
 
 namespace tandem {
 
+class Communicator;  // engine/communicator.h
+
 struct Conv2dParams {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;
@@ -74,6 +76,19 @@ inline std::shared_ptr<void> aligned_host_memory(size_t bytes) {
 
 // Rows of the start-up table: ("Device", "NVIDIA H200"), ("BLAS", "oneDNN 2.6.3"), ...
 using InfoRows = std::vector<std::pair<std::string, std::string>>;
+
+// Sums of one backend's tensors over the processes of a data-parallel run, made by a library of
+// the device's own (NCCL between GPUs) in device memory, with no copy through the host.
+class DeviceSums {
+ public:
+  virtual ~DeviceSums() = default;
+  virtual std::string library() const = 0;  // "NCCL 2.28.3"
+  // In place, queued like the backend's ops: every tensor (fp32) becomes the sum over the
+  // processes of its values times that process's `weight` (0: it adds nothing, whatever it holds).
+  virtual void sum(const std::vector<Tensor*>& tensors, double weight) = 0;
+  // Every process's tensors become process `root`'s, byte for byte.
+  virtual void broadcast(const std::vector<Tensor*>& tensors, int root) = 0;
+};
 
 class Backend {
  public:
@@ -195,6 +210,22 @@ class Backend {
   virtual void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) = 0;
   virtual void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                            const AdamParams& p) = 0;
+
+  // --- data-parallel runs ---
+  // Whether start_device_sums() can work on this process (its library loads, the processes on
+  // this host have a device each); when not, `why_not` says why and what would fix it, or stays
+  // empty where the host is the backend's own memory (the CPU: nothing is lost). Asks no other
+  // process.
+  virtual bool device_sums_available(const Communicator& comm, std::string* why_not) {
+    (void)comm, (void)why_not;
+    return false;
+  }
+  // Collective: every process of comm calls it, once every one found device sums available.
+  // Throws DeviceError when the library cannot connect the processes.
+  virtual std::unique_ptr<DeviceSums> start_device_sums(Communicator& comm) {
+    (void)comm;
+    return nullptr;
+  }
 
   // Number of non-finite (NaN or Inf) entries of t.
   virtual int64_t count_nonfinite(const Tensor& t) = 0;

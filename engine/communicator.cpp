@@ -2,6 +2,7 @@
 #include "engine/communicator.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -46,6 +47,11 @@ int launched_processes() {
   return 0;
 }
 
+void warn_host_sums(const Communicator& comm, const std::string& why) {
+  spdlog::warn("{}sums over the processes go through host memory: {}",
+               comm.rank() ? fmt::format("process {}: ", comm.rank()) : "", why);
+}
+
 }  // namespace
 
 void SingleProcess::abort(int code) { std::exit(code); }
@@ -75,41 +81,90 @@ void leave_world() {
   world_slot() = std::make_unique<SingleProcess>();
 }
 
-void sum_tensors(Communicator& comm, Backend& backend, const std::vector<Tensor*>& tensors,
-                 std::vector<float>& staging, double weight) {
+TensorSums::TensorSums(Communicator& comm, Backend& backend) : comm_(comm), backend_(backend) {
+  if (comm.size() == 1) return;
+  // Every process must take the same path, or the sums would wait for each other forever.
+  std::string why_not;
+  const bool able = backend.device_sums_available(comm, &why_not);
+  double counts[2] = {able ? 1.0 : 0.0, comm.rank() == 0 && able ? 1.0 : 0.0};
+  comm.sum(counts, 2);
+  if (counts[0] < comm.size()) {
+    // Process 0 tells its own reason; another process tells its own when process 0 had none.
+    fallback_reason_ = !why_not.empty() ? why_not
+                       : able ? "another process cannot sum in device memory (its log says why)"
+                              : "";
+    if (!fallback_reason_.empty() && (comm.rank() == 0 || (!why_not.empty() && counts[1] > 0)))
+      warn_host_sums(comm, fallback_reason_);
+    return;
+  }
+  std::string error;
+  try {
+    device_ = backend.start_device_sums(comm);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  double started = device_ ? 1 : 0;
+  comm.sum(&started, 1);
+  if (started < comm.size()) {
+    device_.reset();
+    fallback_reason_ = !error.empty() ? error
+                                      : "the device library could not connect another process "
+                                        "(its log says why)";
+    if (comm.rank() == 0 || !error.empty()) warn_host_sums(comm, fallback_reason_);
+  }
+}
+
+TensorSums::~TensorSums() = default;
+
+std::string TensorSums::path() const {
+  if (device_) return device_->library() + ", in device memory";
+  const std::string library = comm_.library().empty() ? "the communicator" : comm_.library();
+  return fallback_reason_.empty() ? library : library + ", through host memory";
+}
+
+void TensorSums::sum(const std::vector<Tensor*>& tensors, double weight) {
+  if (comm_.size() == 1) return;
   size_t total = 0;
   for (const Tensor* t : tensors) {
     TANDEM_CHECK(t->dtype() == DType::kF32, "only float tensors are summed over processes");
     total += static_cast<size_t>(t->numel());
   }
-  if (staging.size() < total) staging.resize(total);
+  if (device_) {
+    device_->sum(tensors, weight);
+    return;
+  }
+  if (staging_.size() < total) staging_.resize(total);
   if (weight == 0) {
     // A process without samples this step adds nothing, whatever its buffers hold.
-    std::fill(staging.begin(), staging.begin() + static_cast<std::ptrdiff_t>(total), 0.f);
+    std::fill(staging_.begin(), staging_.begin() + static_cast<std::ptrdiff_t>(total), 0.f);
   } else {
     size_t at = 0;
     for (const Tensor* t : tensors) {
-      backend.download(staging.data() + at, *t);
+      backend_.download(staging_.data() + at, *t);
       at += static_cast<size_t>(t->numel());
     }
     if (weight != 1)
-      for (size_t i = 0; i < total; ++i) staging[i] = static_cast<float>(staging[i] * weight);
+      for (size_t i = 0; i < total; ++i) staging_[i] = static_cast<float>(staging_[i] * weight);
   }
-  comm.sum(staging.data(), total);
+  comm_.sum(staging_.data(), total);
   size_t at = 0;
   for (Tensor* t : tensors) {
-    backend.upload(*t, staging.data() + at);
+    backend_.upload(*t, staging_.data() + at);
     at += static_cast<size_t>(t->numel());
   }
 }
 
-void broadcast_tensors(Communicator& comm, Backend& backend, const std::vector<Tensor*>& tensors) {
-  if (comm.size() == 1) return;
+void TensorSums::broadcast(const std::vector<Tensor*>& tensors) {
+  if (comm_.size() == 1) return;
+  if (device_) {
+    device_->broadcast(tensors, 0);
+    return;
+  }
   for (Tensor* t : tensors) {
     std::vector<char> host(t->bytes());
-    backend.download(host.data(), *t);
-    comm.broadcast(host.data(), host.size(), 0);
-    backend.upload(*t, host.data());
+    backend_.download(host.data(), *t);
+    comm_.broadcast(host.data(), host.size(), 0);
+    backend_.upload(*t, host.data());
   }
 }
 

@@ -53,12 +53,33 @@ void leave_world();
 // The MPI this build runs data-parallel training with ("Open MPI v4.1.4"); empty: none.
 std::string mpi_library();
 
-// The average over the processes of tensors on one backend (gradients, batch-norm statistics),
-// through `staging`, a host buffer of at least the tensors' floats. weight: this process's
-// share of the sum (its samples over the step's); a tensor is multiplied by it before the sum.
-void sum_tensors(Communicator& comm, Backend& backend, const std::vector<Tensor*>& tensors,
-                 std::vector<float>& staging, double weight = 1.0);
-// Rank 0's values of the tensors, on every process.
-void broadcast_tensors(Communicator& comm, Backend& backend, const std::vector<Tensor*>& tensors);
+// The sums and broadcasts of one run's tensors (gradients, batch-norm statistics, weights) over
+// its processes: by the backend's own library in device memory when every process's backend has
+// one (NCCL between GPUs), else through host memory and the communicator. Construction is
+// collective: every process of comm makes one, at the same point of the run.
+class TensorSums {
+ public:
+  TensorSums(Communicator& comm, Backend& backend);
+  ~TensorSums();
+  TensorSums(const TensorSums&) = delete;
+  TensorSums& operator=(const TensorSums&) = delete;
+  // In place: every tensor (fp32) becomes the sum over the processes of its values times that
+  // process's `weight` (its samples over the step's; 0 adds nothing, whatever the tensor holds).
+  void sum(const std::vector<Tensor*>& tensors, double weight = 1.0);
+  // Process 0's values of the tensors, on every process.
+  void broadcast(const std::vector<Tensor*>& tensors);
+  // What carries them: "NCCL 2.28.9, in device memory"; "Open MPI v4.1.4" (a CPU's); "Open MPI
+  // v4.1.4, through host memory" (a device's, for fallback_reason()).
+  std::string path() const;
+  // Why the backend's own library does not (empty when it does, or the backend has none).
+  const std::string& fallback_reason() const { return fallback_reason_; }
+
+ private:
+  Communicator& comm_;
+  Backend& backend_;
+  std::unique_ptr<DeviceSums> device_;
+  std::string fallback_reason_;
+  std::vector<float> staging_;  // the host side of the sums without device_
+};
 
 }  // namespace tandem

@@ -210,7 +210,6 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   BatchQueue queue(share, graph.input_shape().numel(), max_batch, options.data_workers,
                    host_allocator(backend));
   const int64_t batches = share.batches_per_epoch();
-  std::vector<float> staging;  // the host side of the gradient and statistics sums
   uint64_t global_step = options.start.step;
   // on_nan: skip_step also checks every gradient (a pass over them each step).
   const bool skip_bad = config.train.on_nan == "skip_step";
@@ -220,7 +219,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   };
   if (options.on_start) options.on_start(step);
   // Every process starts from rank 0's weights and state (its checkpoint when resuming).
-  if (parallel) broadcast_tensors(comm, backend, training_state(step));
+  TensorSums sums(comm, backend);  // collective; nothing to do for one process
+  if (parallel && options.progress) fmt::print("Sums   gradients summed by {}\n", sums.path());
+  if (parallel) sums.broadcast(training_state(step));
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
     if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
@@ -294,8 +295,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         correct = figures[1];
         stop_now = figures[3] > 0;
         if (std::isfinite(l))
-          sum_tensors(comm, backend, {&graph.packed_grads()}, staging,
-                      static_cast<double>(n) / figures[2]);
+          sums.sum({&graph.packed_grads()}, static_cast<double>(n) / figures[2]);
       }
       if (global_step == options.start.step) {
         result.first_step_seconds = seconds_since(step_start);
@@ -363,9 +363,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         auto named = graph.buffers();
         std::vector<Tensor*> stats;
         for (auto& [name, t] : named) stats.push_back(&t);
-        sum_tensors(comm, backend, stats, staging, computed ? 1.0 / movers : 0.0);
+        sums.sum(stats, computed ? 1.0 / movers : 0.0);
       }
-      broadcast_tensors(comm, backend, training_state(step));
+      sums.broadcast(training_state(step));
     }
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not
       backend.synchronize();

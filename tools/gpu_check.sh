@@ -34,13 +34,13 @@ step() {  # step NAME SECONDS COMMAND...: runs it with a limit, logs to $OUT/NAM
 }
 lib_dir() { [ -d "$1" ] && export LD_LIBRARY_PATH="$1${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; }
 
-# CUDA libraries: the toolkit's, then (first on the path) cuDNN and cuBLAS of PyTorch's pip
+# CUDA libraries: the toolkit's, then (first on the path) cuDNN, cuBLAS and NCCL of PyTorch's pip
 # packages, wherever their layout puts them.
 lib_dir /usr/local/cuda/lib64
 CUDNN_ROOT=
 nv=$(python3 -c "import nvidia; print(list(nvidia.__path__)[0])" 2>/dev/null)
 if [ -n "$nv" ]; then
-  for lib in libcublas.so.13 libcudnn.so.9; do
+  for lib in libcublas.so.13 libcudnn.so.9 libnccl.so.2; do
     f=$(find "$nv" -name "$lib" -print -quit 2>/dev/null)
     [ -n "$f" ] && lib_dir "$(dirname "$f")"
   done

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cpu/cpu_backend_impl.h"
 #include "datasets/dataset.h"
 #include "engine/backend_registry.h"
 #include "engine/communicator.h"
@@ -108,8 +109,9 @@ struct SmallRun {
   std::unique_ptr<Loss> loss;
   DataSplits data;
 
+  // own: the backend to train on (null: a CPU backend).
   explicit SmallRun(int64_t batch, const std::string& layers = kPlainLayers,
-                    int64_t train_size = 72)
+                    int64_t train_size = 72, std::unique_ptr<Backend> own = nullptr)
       : config(parse_config("name: dp\ninput: {shape: [1, 8, 8]}\nlayers:\n" + layers +
                                 "\ndata: {format: synthetic, classes: 3, train_size: " +
                                 std::to_string(train_size) + R"(, test_size: 40, seed: 9}
@@ -124,7 +126,7 @@ train:
     register_everything();
     BackendOptions o;
     o.threads = 1;
-    backend = create_backend("cpu", o);
+    backend = own ? std::move(own) : create_backend("cpu", o);
     graph = std::make_unique<Graph>(config);
     loss = make_loss(config.loss);
     data = load_data(config.data, config.input, static_cast<int>(graph->classes()));
@@ -294,6 +296,126 @@ TEST(DataParallel, BatchNormStatisticsAverageOnlyTheProcessesThatRanAStep) {
   const std::vector<std::vector<float>> two = run(2), three = run(3);
   EXPECT_EQ(three[0], two[0]);
   EXPECT_EQ(three[2], three[0]);
+}
+
+// "Device sums" as a GPU's NCCL makes them, here made through the communicator on host copies,
+// counted: what the run hands its backend's own library.
+class CountedSums : public DeviceSums {
+ public:
+  CountedSums(Communicator& comm, Backend& backend, int* sums, int* broadcasts)
+      : comm_(comm), backend_(backend), sums_(sums), broadcasts_(broadcasts) {}
+  std::string library() const override { return "CountedSums 1.0"; }
+  void sum(const std::vector<Tensor*>& tensors, double weight) override {
+    ++*sums_;
+    for (Tensor* t : tensors) {
+      std::vector<float> v(static_cast<size_t>(t->numel()));
+      backend_.download(v.data(), *t);
+      for (float& x : v) x = weight == 0 ? 0.f : static_cast<float>(x * weight);
+      comm_.sum(v.data(), v.size());
+      backend_.upload(*t, v.data());
+    }
+  }
+  void broadcast(const std::vector<Tensor*>& tensors, int root) override {
+    ++*broadcasts_;
+    for (Tensor* t : tensors) {
+      std::vector<char> v(t->bytes());
+      backend_.download(v.data(), *t);
+      comm_.broadcast(v.data(), v.size(), root);
+      backend_.upload(*t, v.data());
+    }
+  }
+
+ private:
+  Communicator& comm_;
+  Backend& backend_;
+  int *sums_, *broadcasts_;
+};
+
+// A CPU backend with device sums of its own: offered or not, starting or failing to.
+class BackendWithSums : public CpuBackend {
+ public:
+  BackendWithSums(bool offered, bool starts) : CpuBackend(1), offered_(offered), starts_(starts) {}
+  bool device_sums_available(const Communicator&, std::string* why_not) override {
+    if (!offered_) *why_not = "no sums library on this one";
+    return offered_;
+  }
+  std::unique_ptr<DeviceSums> start_device_sums(Communicator& comm) override {
+    if (!starts_) throw DeviceError("the sums library could not connect");
+    return std::make_unique<CountedSums>(comm, *this, &sums, &broadcasts);
+  }
+  int sums = 0, broadcasts = 0;
+
+ private:
+  bool offered_, starts_;
+};
+
+// Two processes of batch 16 with batch-norm statistics, each on a BackendWithSums; returns each
+// one's counts of device sums and broadcasts, and checks they trained alike.
+std::vector<std::pair<int, int>> run_with_sums(bool offered_by_second, bool starts_on_second) {
+  const std::string layers =
+      std::string(kPlainLayers)
+          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
+  std::vector<std::pair<int, int>> counts(2);
+  std::vector<std::vector<float>> weights(2), stats(2);
+  run_processes(2, [&](int rank, Communicator& comm) {
+    auto own = std::make_unique<BackendWithSums>(rank == 0 || offered_by_second,
+                                                 rank == 0 || starts_on_second);
+    BackendWithSums* backend = own.get();
+    SmallRun half(16, layers, 72, std::move(own));
+    TrainOptions options;
+    options.comm = &comm;
+    half.train(options);
+    counts[static_cast<size_t>(rank)] = {backend->sums, backend->broadcasts};
+    weights[static_cast<size_t>(rank)] = half.weights();
+    stats[static_cast<size_t>(rank)] = half.statistics();
+  });
+  EXPECT_EQ(weights[0], weights[1]);
+  EXPECT_EQ(stats[0], stats[1]);
+  return counts;
+}
+
+TEST(DataParallel, SumsGoToTheBackendsOwnLibraryWhenEveryProcessHasIt) {
+  // 72 samples in batches of 16 for two processes: 3 steps an epoch, then the statistics; the
+  // weights are broadcast at the start and after each epoch.
+  const auto counts = run_with_sums(true, true);
+  for (const auto& [sums, broadcasts] : counts) {
+    EXPECT_EQ(sums, 2 * (3 + 1));
+    EXPECT_EQ(broadcasts, 1 + 2);
+  }
+}
+
+TEST(DataParallel, SumsGoThroughHostMemoryWhenOneProcessLacksTheLibrary) {
+  for (const auto& [sums, broadcasts] : run_with_sums(false, false)) {
+    EXPECT_EQ(sums, 0) << "every process must take the same path, or they wait for each other";
+    EXPECT_EQ(broadcasts, 0);
+  }
+}
+
+TEST(DataParallel, SumsGoThroughHostMemoryWhenTheLibraryFailsToConnectOneProcess) {
+  for (const auto& [sums, broadcasts] : run_with_sums(true, false)) {
+    EXPECT_EQ(sums, 0);
+    EXPECT_EQ(broadcasts, 0);
+  }
+}
+
+TEST(DataParallel, TheFallbackNamesItsReasonOnEachSide) {
+  run_processes(2, [&](int rank, Communicator& comm) {
+    BackendWithSums backend(rank == 0, true);
+    TensorSums sums(comm, backend);
+    if (rank == 0)
+      EXPECT_NE(sums.fallback_reason().find("another process cannot sum in device memory"),
+                std::string::npos)
+          << sums.fallback_reason();
+    else
+      EXPECT_EQ(sums.fallback_reason(), "no sums library on this one");
+    EXPECT_NE(sums.path().find("through host memory"), std::string::npos) << sums.path();
+  });
+  run_processes(2, [&](int, Communicator& comm) {
+    BackendWithSums backend(true, true);
+    TensorSums sums(comm, backend);
+    EXPECT_EQ(sums.fallback_reason(), "");
+    EXPECT_EQ(sums.path(), "CountedSums 1.0, in device memory");
+  });
 }
 
 TEST(DataParallel, AStopAskedOfOneProcessStopsThemAllAtTheSameStep) {
