@@ -4,7 +4,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/nccl_sums.h"
 
 namespace tandem {
 namespace {
@@ -219,6 +219,14 @@ void print_cuda_devices(std::ostream& out) {
                      format_cuda_version(static_cast<int>(cudnnGetCudartVersion())));
   out << fmt::format("  cuBLAS           compiled {}.{}.{}, loaded {}\n", CUBLAS_VER_MAJOR,
                      CUBLAS_VER_MINOR, CUBLAS_VER_PATCH, cublas_loaded_version());
+#if TANDEM_WITH_NCCL
+  std::string nccl_missing;
+  const std::string nccl = nccl_version(&nccl_missing);
+  out << fmt::format("  NCCL             {}\n",
+                     nccl.empty() ? nccl_missing : "loaded " + nccl + " (data-parallel sums)");
+#else
+  out << "  NCCL             not in this build (data-parallel sums go through host memory)\n";
+#endif
   out << fmt::format("  architectures    {}\n", CudaContext::compiled_archs());
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);

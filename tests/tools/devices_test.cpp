@@ -22,6 +22,16 @@ TEST(Devices, NamesTheMpiOfDataParallelTrainingOrWhatToInstall) {
 #endif
 }
 
+#if TANDEM_WITH_NCCL
+// The toolkit here has NCCL: the GPU section names the version loaded, with or without a GPU.
+TEST(Devices, NamesTheNcclThatSumsDataParallelGpuRuns) {
+  auto r = run_trainer("devices");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "  NCCL             loaded 2.")) << r.out;
+  EXPECT_TRUE(has(r.out, " (data-parallel sums)\n")) << r.out;
+}
+#endif
+
 TEST(Devices, ExitsZeroAndNamesEveryGpuOrWhyThereIsNone) {
   auto r = run_trainer("devices");
   EXPECT_EQ(r.status, 0) << r.out;
