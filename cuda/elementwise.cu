@@ -60,7 +60,9 @@ __global__ void activation_backward_kernel(float* dx, const float* dy, const flo
   GRID_STRIDE(i, n) {
     float g;
     switch (kind) {
-      case 0: g = x[i] > 0.f ? dy[i] : 0.f; break;
+      case 0:
+        g = dy[i] * (x[i] > 0.f ? 1.f : 0.f);
+        break;  // a NaN or infinite dy stays one
       case 1: g = x[i] > 0.f ? dy[i] : alpha * dy[i]; break;
       case 2: g = dy[i] * y[i] * (1.f - y[i]); break;
       default: g = dy[i] * (1.f - y[i] * y[i]); break;

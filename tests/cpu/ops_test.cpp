@@ -212,6 +212,31 @@ TEST_P(ActivationTest, ForwardPassesANaNOnAndTakesInfinitiesToTheLimits) {
   }
 }
 
+// A non-finite gradient from above stays non-finite, also where the unit is off (relu at x <= 0:
+// dy * 0), as in the reference: the step's gradient check must see it on every device.
+TEST_P(ActivationTest, BackwardPassesANonFiniteGradientOn) {
+  const float kAlpha = 0.1f;
+  Floats x = random(1003, 9, -4.f, 4.f), dy = random(1003, 10);
+  for (size_t i = 0; i < dy.size(); i += 5) dy[i] = i % 2 ? NAN : HUGE_VALF;
+  Tensor tx = upload({1003}, x), y = output({1003}), g = upload({1003}, dy), dx = output({1003});
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    be().activation_forward(y, tx, a, kAlpha);
+    be().activation_backward(dx, g, tx, y, a, kAlpha);
+    Floats got = download(dx);
+    Doubles want = reference::activation_backward(dy, x, a, kAlpha);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (std::isfinite(want[i]))
+        EXPECT_TRUE(std::isfinite(got[i]))
+            << "x " << x[i] << ", dy " << dy[i] << " gave " << got[i];
+      else
+        EXPECT_FALSE(std::isfinite(got[i]))
+            << "x " << x[i] << ", dy " << dy[i] << " gave " << got[i];
+    }
+  }
+}
+
 TEST_P(ActivationTest, ForwardInPlace) {
   Floats x = random(999, 5, -3.f, 3.f);
   Tensor t = upload({999}, x);
