@@ -76,6 +76,9 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
       cache_samples(s.test);
     }
   } else if (config.format == "image_folder") {
+    if (config.train_path.empty())
+      throw DataError("no folder is given for the image_folder data" + at(config),
+                      "set data.path to the folder holding train/ and test/ (or pass --data)");
     // Counted first, so that the one pass that decodes (and checks) every image keeps the pixels
     // or not.
     const int64_t files =

@@ -451,9 +451,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
     c.data.train_path = folders.train_path, c.data.train_from = folders.train_from;
   if (c.data.test_path.empty())
     c.data.test_path = folders.test_path, c.data.test_from = folders.test_from;
-  if (c.data.format != "synthetic" && c.data.train_path.empty())
-    data.fail("", "data.path (or data.train and data.test) is required for format " + c.data.format);
-  if (c.data.format == "image_folder" && c.data.test_path.empty())
+  // Without a folder here, --data gives one (loading the data says so when it does not).
+  if (c.data.format == "image_folder" && !c.data.train_path.empty() && c.data.test_path.empty())
     data.fail("", "format image_folder needs data.test (or data.path holding train/ and test/)");
   for (const char* key : {"resize", "skip_bad"})
     if (data.has(key) && c.data.format != "image_folder")
@@ -591,7 +590,42 @@ Config parse(const YAML::Node& root, const std::string& file) {
 
 }  // namespace
 
+namespace {
+
+// The format of the data set in `folder`, or "" when it holds none tandem reads.
+std::string format_in(const fs::path& folder) {
+  std::error_code ec;
+  auto has = [&](const fs::path& name) { return fs::exists(folder / name, ec); };
+  for (const fs::path dir : {fs::path("."), fs::path("cifar-10-batches-bin")})
+    if (has(dir / "data_batch_1.bin") || has(dir / "test_batch.bin")) return "cifar10";
+  for (const char* name : {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte"})
+    if (has(name) || has(std::string(name) + ".gz")) return "mnist";
+  if (fs::is_directory(folder / "train", ec)) return "image_folder";
+  return "";
+}
+
+}  // namespace
+
 void set_data_path(DataConfig& data, const std::string& folder, const std::string& from) {
+  if (data.format == "synthetic" && !folder.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec))
+      throw DataError(from + " " + folder + ": no such folder",
+                      "give the folder that holds the data set, or leave " + from +
+                          " out to train on the config's synthetic data");
+    const std::string format = format_in(folder);
+    if (format.empty())
+      throw DataError(
+          from + " " + folder +
+              ": the config trains on synthetic data, and this folder holds "
+              "no data set tandem reads",
+          "put CIFAR-10's binary files (data_batch_1.bin .. test_batch.bin), MNIST's IDX files, or "
+          "train/ and test/ image folders there; or leave " +
+              from +
+              " out to train on the "
+              "synthetic data");
+    data.format = format;
+  }
   const bool split = data.format == "image_folder" && !folder.empty();
   data.train_path = split ? (fs::path(folder) / "train").string() : folder;
   data.test_path = split ? (fs::path(folder) / "test").string() : folder;

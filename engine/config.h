@@ -159,7 +159,9 @@ std::string closest_name(const std::string& typed, const std::vector<std::string
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
 // sub-folders, for the other formats at the folder itself. `from` says where it was given
-// ("data.path in FILE", "--data").
+// ("data.path in FILE", "--data"). A config of synthetic data takes the format of the data set
+// the folder holds (CIFAR-10 or MNIST files, train/ and test/ image folders); throws DataError
+// when it holds none of them.
 void set_data_path(DataConfig& data, const std::string& folder, const std::string& from);
 
 // Reads and validates a config file; throws ConfigError ("file:line:col: ...") on any problem.
