@@ -486,7 +486,10 @@ int run_train(const RunRequest& r) {
       Config c = config;
       Graph graph(c);
       std::unique_ptr<Loss> loss = make_loss(c.loss);
-      graph.allocate(*backend, c.train.batch_size, c.train.seed);
+      // No batch holds more samples than the largest split: a batch beyond it takes no memory.
+      const int64_t largest = std::max({data.train.size(), data.test.size(), val.size()});
+      graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),
+                     c.train.seed);
       Batcher train_src(data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
                         c.data.std, c.train.drop_last);
       train_src.set_augment(c.data.augment);

@@ -321,6 +321,14 @@ train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("1/1 ["), std::string::npos) << r.out;
+  // The batch beyond the split takes no memory: the run holds what a batch of 40 does.
+  auto peak = [](const std::string& out) {
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("peak mem [0-9.]+ [KMG]?i?B")) ? m.str() : "none";
+  };
+  const Result exact = trainer("--config " + config("false") + " --batch-size 40");
+  EXPECT_EQ(peak(r.out), peak(exact.out)) << r.out << exact.out;
+  EXPECT_NE(peak(r.out), "none") << r.out;
 }
 
 // A batch whose tensors the host cannot hold: the size asked for, what is available, and the
