@@ -1,6 +1,7 @@
 // CpuBackend's construction, start-up info, placement log, host memory and registration as "cpu".
 #include "cpu/cpu_backend.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -100,7 +101,12 @@ InfoRows CpuBackend::info() const {
       {"Device", "CPU"},
       {"CPU", cpu_model_name()},
       {"Cores", std::to_string(omp_get_num_procs())},
-      {"Threads", std::to_string(threads_)},
+      // More threads than cores wait for each other at every barrier: slower, never faster.
+      {"Threads", threads_ > omp_get_num_procs()
+                      ? fmt::format("{} (more than the {} cores: slower, not faster; try "
+                                    "--threads {})",
+                                    threads_, omp_get_num_procs(), omp_get_num_procs())
+                      : std::to_string(threads_)},
       {"ISA", isa_name(dnnl::get_effective_cpu_isa())},
       {"oneDNN",
        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},

@@ -1,9 +1,12 @@
 // Gemm, bias, add, activations, losses, accuracy, non-finite count and memory statistics of every
 // backend against the reference.
+#include <omp.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "cpu/cpu_backend.h"
 #include "tests/cpu/backend_test_util.h"
 #include "tests/reference/reference.h"
 
@@ -417,6 +420,21 @@ TEST_P(MemoryTest, AllocationsAre64ByteAligned) {
 }
 
 TANDEM_INSTANTIATE_BACKEND_SUITE(MemoryTest);
+
+// Asked for more threads than cores, the CPU's device table says it will be slower, and what to
+// use instead; at the cores' number it says nothing more.
+TEST(CpuBackendInfo, MoreThreadsThanCoresAreNamedAsSlower) {
+  const int cores = omp_get_num_procs();
+  auto threads_row = [](const Backend& b) {
+    for (const auto& [key, value] : b.info())
+      if (key == "Threads") return value;
+    return std::string("none");
+  };
+  const std::string over = threads_row(*make_cpu_backend(cores + 1));
+  EXPECT_EQ(over, std::to_string(cores + 1) + " (more than the " + std::to_string(cores) +
+                      " cores: slower, not faster; try --threads " + std::to_string(cores) + ")");
+  EXPECT_EQ(threads_row(*make_cpu_backend(cores)), std::to_string(cores));
+}
 
 }  // namespace
 }  // namespace tandem::testing
