@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -535,6 +536,16 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
     if (!in.read(reinterpret_cast<char*>(data.back().data()),
                  static_cast<std::streamsize>(e.end - e.begin)))
       corrupt(path, "tensor '" + name + "' cannot be read");
+    // tandem writes no checkpoint of non-finite weights (the run stops before): such values are
+    // damage, which would show only as a NaN loss, or as an update gone wrong when resuming.
+    const auto bad = std::count_if(data.back().begin(), data.back().end(),
+                                   [](float v) { return !std::isfinite(v); });
+    if (bad)
+      throw CheckpointError(
+          fmt::format("checkpoint '{}' holds {} non-finite value{} (NaN or infinity) in '{}'", path,
+                      bad, bad == 1 ? "" : "s", name),
+          "the file is corrupt, or not written by a tandem run (which never saves non-finite "
+          "weights); use another checkpoint (e.g. an earlier epoch-E file)");
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     Tensor& t = tensors[i].second;

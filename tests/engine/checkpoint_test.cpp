@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +230,25 @@ TEST(Checkpoint, TruncatedFileIsRefusedAndLeavesTensorsAlone) {
   expect_refused(path, dst.named, "fewer than the 8 of the header length");
   write_all(path, bytes.substr(0, 40));
   expect_refused(path, dst.named, "header claims");
+}
+
+// A NaN where the file's bytes were damaged (the last float of the data section is the last
+// tensor's): refused naming the tensor, and nothing is loaded.
+TEST(Checkpoint, NonFiniteValuesAreRefusedNamingTheTensorAndLeaveTensorsAlone) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("nan.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  std::string bytes = read_all(path);
+  const float nan = std::nanf("");
+  std::memcpy(&bytes[bytes.size() - sizeof nan], &nan, sizeof nan);
+  write_all(path, bytes);
+  Tensors dst = model_tensors();
+  for (auto& [name, t] : dst.named) dst.backend->fill(t, 9.f);
+  expect_refused(
+      path, dst.named,
+      "holds 1 non-finite value (NaN or infinity) in 'optimizer.conv2d_1.bias.velocity'");
+  for (size_t k = 0; k < dst.named.size(); ++k)
+    for (float v : dst.values(k)) ASSERT_EQ(v, 9.f) << "no tensor is half loaded";
 }
 
 TEST(Checkpoint, CorruptHeaderIsRefused) {
