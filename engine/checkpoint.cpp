@@ -458,9 +458,10 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   const fs::path target(path);
   const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
   auto fail = [&](const std::string& what) {
+    const int error = errno;  // before remove() sets its own
     std::remove(tmp.c_str());
     throw CheckpointError(
-        fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(errno)),
+        fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(error)),
         "check that the folder exists, is writable and has free space");
   };
   FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -55,6 +58,10 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
   if (ec)
     throw CheckpointError(
         fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),
+        "pick a writable folder with --checkpoint-dir");
+  if (!cfg_.dir.empty() && ::access(dir_.c_str(), W_OK | X_OK) != 0)
+    throw CheckpointError(
+        fmt::format("cannot write in checkpoint folder '{}': {}", dir_, std::strerror(errno)),
         "pick a writable folder with --checkpoint-dir");
 }
 

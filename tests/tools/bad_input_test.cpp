@@ -374,6 +374,13 @@ TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
   EXPECT_NE(r.out.find("error: cannot create checkpoint folder '/proc/tandem'"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing: " << r.out;
+  // A folder that exists but takes no files (/proc/self, even for root) fails as soon.
+  r = trainer("--config " + small_config("ckpt_proc_self") + " --checkpoint-dir /proc/self");
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("error: cannot write in checkpoint folder '/proc/self': "),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing: " << r.out;
 }
 
 }  // namespace
