@@ -54,8 +54,11 @@ std::string cache_report(const DataSplits& splits);
 // is always held).
 // A flat model input (C*H*W) also accepts (C,H,W) samples: the batches hold the same floats.
 // format: mnist, cifar10, image_folder, synthetic; test_path empty: the test split is read from
-// train_path (mnist, cifar10). classes <= 0 skips the label check.
-DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes);
+// train_path (mnist, cifar10). classes <= 0 skips the label check. with_train false: the test
+// split alone, for evaluation (mnist, cifar10 and synthetic; image_folder reads the train split's
+// class folders too, which name the labels).
+DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes,
+                     bool with_train = true);
 
 // The start-up line that maps labels to class names ("Labels 0=cat, 1=dog\n"), or "" when the
 // names are the labels themselves ("0", "1", ...).

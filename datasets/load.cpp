@@ -45,19 +45,22 @@ void check_against_model(const Dataset& d, const DataConfig& config, const Shape
 
 // uint8 bytes of both splits' pixels, decoded.
 int64_t decoded_bytes(const DataSplits& s) {
-  return (s.train.size() + s.test.size()) * s.train.sample_shape.numel();
+  const Dataset& any = s.train.size() ? s.train : s.test;  // the test split alone for eval
+  return (s.train.size() + s.test.size()) * any.sample_shape.numel();
 }
 
 }  // namespace
 
-DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes) {
+DataSplits load_data(const DataConfig& config, const Shape& input_shape, int classes,
+                     bool with_train) {
   DataSplits s;
   const std::string& train = config.train_path;
   const std::string& test = config.test_path.empty() ? config.train_path : config.test_path;
   const std::string& test_from = config.test_path.empty() ? config.train_from : config.test_from;
   if (config.format == "synthetic") {
     Shape shape = config.shape.rank() ? config.shape : input_shape;
-    s.train = make_synthetic(shape, config.classes, config.train_size, config.seed, true);
+    if (with_train)
+      s.train = make_synthetic(shape, config.classes, config.train_size, config.seed, true);
     s.test = make_synthetic(shape, config.classes, config.test_size, config.seed, false);
   } else if (config.format == "mnist" || config.format == "cifar10") {
     if (train.empty())
@@ -65,10 +68,11 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
                       "set data.path to the folder holding the data set's files (or pass --data)");
     // The record files are checked and opened first; the pixels are read in when both splits fit.
     if (config.format == "mnist") {
-      s.train = load_mnist(train, true, input_shape, classes, false, config.train_from);
+      if (with_train)
+        s.train = load_mnist(train, true, input_shape, classes, false, config.train_from);
       s.test = load_mnist(test, false, input_shape, classes, false, test_from);
     } else {
-      s.train = load_cifar10(train, true, classes, false, config.train_from);
+      if (with_train) s.train = load_cifar10(train, true, classes, false, config.train_from);
       s.test = load_cifar10(test, false, classes, false, test_from);
     }
     if (fits_cache(decoded_bytes(s), config.cache_mb)) {
@@ -93,10 +97,12 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
     throw DataError("unknown data format '" + config.format + "'" + at(config),
                     "use one of: mnist, cifar10, image_folder, synthetic");
   }
-  if (s.train.size() == 0)
-    throw DataError("the " + s.train.name + " data holds no samples",
-                    "point data.path (or data.train) at a data set with training samples");
-  check_against_model(s.train, config, input_shape, classes);
+  if (with_train || config.format == "image_folder") {
+    if (s.train.size() == 0)
+      throw DataError("the " + s.train.name + " data holds no samples",
+                      "point data.path (or data.train) at a data set with training samples");
+    check_against_model(s.train, config, input_shape, classes);
+  }
   check_against_model(s.test, config, input_shape, classes);
   s.decoded_bytes = decoded_bytes(s);
   s.cache_mb = config.cache_mb;

@@ -598,7 +598,8 @@ std::string format_in(const fs::path& folder) {
   auto has = [&](const fs::path& name) { return fs::exists(folder / name, ec); };
   for (const fs::path dir : {fs::path("."), fs::path("cifar-10-batches-bin")})
     if (has(dir / "data_batch_1.bin") || has(dir / "test_batch.bin")) return "cifar10";
-  for (const char* name : {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte"})
+  for (const char* name :
+       {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "test-images-idx3-ubyte"})
     if (has(name) || has(std::string(name) + ".gz")) return "mnist";
   if (fs::is_directory(folder / "train", ec)) return "image_folder";
   return "";

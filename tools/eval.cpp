@@ -24,7 +24,7 @@ int run_eval(const RunRequest& r) {
   const int64_t classes = graph.classes();
   DataSplits data;
   try {
-    data = load_data(config.data, config.input, static_cast<int>(classes));
+    data = load_data(config.data, config.input, static_cast<int>(classes), /*with_train=*/false);
   } catch (const DataError& e) {
     throw DataError(e.cause(), e.hint() + (e.hint().empty() ? "" : "; ") +
                                    "give the data with --data DIR, or the config with --config FILE");

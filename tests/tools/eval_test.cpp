@@ -52,6 +52,30 @@ TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
   EXPECT_EQ(total, 60) << eval.out;
 }
 
+// Evaluation reads the test split only: a folder of MNIST's test files alone will do.
+TEST(Eval, NeedsOnlyTheTestSplitsFiles) {
+  namespace fs = std::filesystem;
+  const std::string sample = std::string(TANDEM_SOURCE_DIR) + "/datasets/mnist-sample";
+  const std::string config = test::write_temp_file("eval_mnist.yaml", R"(name: eval_mnist
+input: {shape: [1, 28, 28]}
+layers: [flatten, {dense: {units: 10}}]
+data: {format: mnist, path: )" + sample + R"(}
+train: {epochs: 1, batch_size: 256, optimizer: {type: adam, lr: 0.01}}
+)");
+  const std::string dir = ::testing::TempDir() + "eval_mnist_ckpt";
+  const std::string test_only = ::testing::TempDir() + "eval_mnist_test_only";
+  fs::remove_all(dir);
+  fs::remove_all(test_only);
+  fs::create_directories(test_only);
+  for (const char* f : {"test-images-idx3-ubyte.gz", "test-labels-idx1-ubyte.gz"})
+    fs::copy_file(sample + "/" + f, test_only + "/" + f);
+  auto train = run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(train.status, 0) << train.out;
+  auto eval = run_trainer("eval --checkpoint " + dir + " --data " + test_only);
+  EXPECT_EQ(eval.status, 0) << eval.out;
+  EXPECT_NE(eval.out.find("2,000"), std::string::npos) << eval.out;
+}
+
 TEST(Eval, ACorruptCheckpointIsRefusedWithExitSeven) {
   const std::string path = test::write_temp_file("eval_bad.safetensors", "not a checkpoint at all");
   auto r = run_trainer("eval --checkpoint " + path);
