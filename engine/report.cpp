@@ -1,6 +1,7 @@
 // Tables and metrics files.
 #include "engine/report.h"
 
+#include <fmt/format.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -9,8 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <fmt/format.h>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -113,17 +116,29 @@ MetricsWriter::MetricsWriter(const std::string& path, bool val) : val_(val), pat
   prepare_output_file(path, "--metrics", csv_ ? "metrics.csv" : "metrics.jsonl");
 }
 
-void MetricsWriter::write(const EpochStats& e) {
-  if (!out_.is_open()) {
-    out_.open(path_);
-    if (!out_)
-      throw UsageError("cannot write the metrics file '" + path_ + "'",
-                       "check that its folder exists and is writable");
-    if (csv_)
-      out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-              "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
-           << (val_ ? ",val_loss,val_accuracy\n" : "\n");
+void MetricsWriter::open() {
+  std::vector<std::string> kept;
+  if (keep_epochs_ > 0) {
+    std::ifstream old(path_);
+    const std::regex epoch(csv_ ? "^[^,]*,([0-9]+)," : "\"epoch\": ([0-9]+)");
+    std::smatch m;
+    for (std::string line; std::getline(old, line);)
+      if (std::regex_search(line, m, epoch) && std::stoll(m[1]) <= keep_epochs_)
+        kept.push_back(line);
   }
+  out_.open(path_);
+  if (!out_)
+    throw UsageError("cannot write the metrics file '" + path_ + "'",
+                     "check that its folder exists and is writable");
+  if (csv_)
+    out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
+            "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
+         << (val_ ? ",val_loss,val_accuracy\n" : "\n");
+  for (const std::string& line : kept) out_ << line << "\n";
+}
+
+void MetricsWriter::write(const EpochStats& e) {
+  if (!out_.is_open()) open();
   if (csv_) {
     out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,

@@ -513,7 +513,10 @@ int run_train(const RunRequest& r) {
         if (metrics) metrics->write(e);
         checkpoints.epoch_done(e);
       };
-      if (!r.resume.empty()) checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
+      if (!r.resume.empty()) {
+        checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
+        if (metrics) metrics->continue_after(options.start.epoch);
+      }
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         if (lead) checkpoints.write(s, at, at.stopping);
       };

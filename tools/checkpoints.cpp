@@ -226,8 +226,12 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
     restore_checkpoint(file, step.graph(), step.optimizer());
   };
   if (!quiet)
-    fmt::print("Resume {} (written on {}): epoch {}, step {}\n", file, meta.device, meta.epoch + 1,
-               meta.step);
+    fmt::print("Resume {} (written on {}): epoch {}, step {}{}\n", file, meta.device,
+               meta.epoch + 1, meta.step,
+               meta.batch > 0 ? fmt::format(" (this epoch's train figures will cover its batches "
+                                            "from {} on)",
+                                            meta.batch + 1)
+                              : "");
   return meta;
 }
 
