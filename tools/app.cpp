@@ -420,7 +420,7 @@ int run_train(const RunRequest& r) {
   const bool lead = comm.rank() == 0;  // the process that writes files (and prints)
   if (many && !r.resume.empty())
     throw UsageError("--resume continues one run, on one device", "pass a single --device");
-  StopOnSignal stop;  // before the first flush of output: from then on Ctrl-C saves a checkpoint
+  StopOnSignal stop;  // armed when training starts: from then on Ctrl-C saves a checkpoint
 
   if (!r.quiet) {
     std::string names;
@@ -525,6 +525,7 @@ int run_train(const RunRequest& r) {
         options.on_placement = [&](const std::vector<LayerProfile>& rows) {
           print_placement(rows, *backend, run.device.label);
         };
+      stop.arm();
       try {
         run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
       } catch (const NumericsError& e) {

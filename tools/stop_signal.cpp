@@ -9,10 +9,13 @@ namespace tandem {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_armed = 0;
 struct sigaction g_old_int, g_old_term;
 
 void on_signal(int sig) {
-  if (g_signal != 0) _exit(128 + sig);  // the second one: the user means it
+  // The second one: the user means it. Before training there is nothing to save: as the default
+  // action would (mpirun's SIGTERM after another process failed ends this one quietly too).
+  if (g_signal != 0 || !g_armed) _exit(128 + sig);
   g_signal = sig;
   // Static: in read-only memory, not in a frame that an instrumented build allocates.
   static const char msg[] =
@@ -24,6 +27,7 @@ void on_signal(int sig) {
 
 StopOnSignal::StopOnSignal() {
   g_signal = 0;
+  g_armed = 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -37,6 +41,7 @@ StopOnSignal::~StopOnSignal() {
   sigaction(SIGTERM, &g_old_term, nullptr);
 }
 
+void StopOnSignal::arm() { g_armed = 1; }
 bool StopOnSignal::requested() const { return g_signal != 0; }
 int StopOnSignal::signal() const { return g_signal; }
 int StopOnSignal::exit_status() const { return 128 + g_signal; }

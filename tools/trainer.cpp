@@ -236,11 +236,12 @@ int run_and_report(int argc, char** argv, std::string* untold) {
   const std::string who =
       w.rank() > 0 ? fmt::format(" (process {} of {})", w.rank(), w.size()) : "";
   // Errors that every process of a data-parallel run meets alike (the command line, the config,
-  // the run's loss) are the first process's to tell; the others tell what may be theirs alone.
+  // the run's loss, a device error such as no usable GPU) are the first process's to tell; the
+  // others tell what may be theirs alone, and the rest too when the first does not end the run.
   auto shared = [&](tandem::ExitCode c) {
     using tandem::ExitCode;
-    return w.rank() > 0 &&
-           (c == ExitCode::kUsage || c == ExitCode::kConfig || c == ExitCode::kNumerics);
+    return w.rank() > 0 && (c == ExitCode::kUsage || c == ExitCode::kConfig ||
+                            c == ExitCode::kNumerics || c == ExitCode::kDevice);
   };
   try {
     return run(argc, argv);

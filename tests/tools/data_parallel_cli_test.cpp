@@ -130,6 +130,20 @@ TEST(DataParallelCli, AnErrorEveryProcessMeetsIsToldOnceAndEndsTheRun) {
   EXPECT_NE(r.out.find("relux"), std::string::npos) << r.out;
 }
 
+// No usable GPU on any process: one error, and no word of a stop (mpirun's SIGTERM, after the
+// first process ended the run, comes before training started: there is nothing to save).
+TEST(DataParallelCli, ADeviceErrorEveryProcessMeetsIsToldOnce) {
+  SKIP_WITHOUT_MPI();
+  const test::CliResult devices = test::run_trainer("devices");
+  if (devices.out.find("gpu:0") != std::string::npos)
+    GTEST_SKIP() << "a GPU is present here: the device error cannot be had";
+  const test::CliResult r = run_mpi(2, "--config " + config_file() + " --device gpu");
+  EXPECT_EQ(r.status, 5) << r.out;
+  EXPECT_EQ(count(r.out, "error: "), 1u) << r.out;
+  EXPECT_EQ(count(r.out, "error (process "), 0u) << r.out;
+  EXPECT_EQ(r.out.find("stopping after this step"), std::string::npos) << r.out;
+}
+
 // A file missing on one host only: the error is that process's alone, and told, after the wait
 // for the first process to tell a shared one.
 TEST(DataParallelCli, AnErrorOfOneProcessAloneIsToldByIt) {
