@@ -122,8 +122,9 @@ std::string ConfigMap::where(const std::string& key) const {
         if (it->first.Scalar() == key) m = it->first.Mark();
   }
   std::string pos = mark_str(m);
-  std::string s = file_ + (pos.empty() ? "" : ":" + pos) + ": " + context_;
-  if (!key.empty()) s += (context_.empty() ? "" : ": ") + std::string("'") + key + "'";
+  std::string s = file_ + (pos.empty() ? "" : ":" + pos);
+  if (!context_.empty()) s += ": " + context_;
+  if (!key.empty()) s += ": '" + key + "'";
   return s;
 }
 
@@ -570,8 +571,14 @@ Config parse(const YAML::Node& root, const std::string& file) {
   k.keep = ckpt.get_int("keep", 0);
   if (k.keep < 0) ckpt.fail("keep", "expected 0 (keep all) or more checkpoints");
   k.best = ckpt.get_string("best", "");
-  if (!k.best.empty() && !find_epoch_metric(k.best))
-    ckpt.fail("best", "unknown metric '" + k.best + "'; expected one of: " + epoch_metric_names());
+  if (!k.best.empty() && !find_epoch_metric(k.best)) {
+    std::vector<std::string> names;
+    for (const EpochMetric& m : epoch_metrics()) names.push_back(m.name);
+    const std::string close = closest_name(k.best, names);
+    ckpt.fail("best", "unknown metric '" + k.best + "'" +
+                          (close.empty() ? "" : "; did you mean '" + close + "'?") +
+                          "; expected one of: " + epoch_metric_names());
+  }
   if (k.best.rfind("val_", 0) == 0 && c.data.val_split == 0)
     ckpt.fail("best", k.best + " needs a validation split: set data.val_split, e.g. 0.1");
   ckpt.finish();

@@ -730,7 +730,8 @@ int run_bench(const RunRequest& r) {
 
   std::vector<BenchRow> rows;
   for (const DeviceSpec& device : devices) {
-    const BackendOptions options = backend_options(config, device);
+    BackendOptions options = backend_options(config, device);
+    if (batches.size() == 1) options.batch_size = batches.front();  // for an out-of-memory hint
     std::unique_ptr<Backend> backend;
     try {
       backend = create_backend(device.backend, options);

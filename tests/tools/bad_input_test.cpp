@@ -332,7 +332,9 @@ train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
 }
 
 // A batch whose tensors the host cannot hold: the size asked for, what is available, and the
-// batch to try. The input batch is 512 TB, past the address space, so the allocation fails
+// batch to try. Through bench, whose batches are random data: a training run allocates no
+// more than its data's largest split. The input batch is 512 TB, past the address space, so the
+// allocation fails
 // whatever the machine's memory and overcommit settings. (The sanitizers' allocator is told to
 // fail as malloc does, not to abort.)
 TEST(BadInput, OutOfHostMemoryNamesTheSizeAndTheBatchToTry) {
@@ -346,7 +348,7 @@ train: {epochs: 1, batch_size: 4}
 )");
   Result r = tandem::test::run_trainer_with(
       "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0",
-      "--config " + config + " --device cpu --batch-size 2000000000 --quiet");
+      "bench --config " + config + " --device cpu --batch-size 2000000000 --steps 1 --quiet");
   EXPECT_EQ(r.status, 5) << r.out;
   EXPECT_TRUE(std::regex_search(
       r.out,

@@ -132,8 +132,10 @@ TEST(BestCheckpoint, AnUnknownMetricIsAConfigError) {
   const std::string dir = ::testing::TempDir() + "ckpt_best_unknown";
   auto r = test::run_trainer("--config " + best_config(dir, "val_acc"));
   EXPECT_EQ(r.status, 3) << r.out;
-  EXPECT_NE(r.out.find("train.checkpoint: 'best': unknown metric 'val_acc'; expected one of: "
-                       "test_accuracy, test_loss, train_accuracy, train_loss, val_accuracy, val_loss"),
+  EXPECT_NE(r.out.find(
+                "train.checkpoint: 'best': unknown metric 'val_acc'; did you mean 'val_accuracy'?; "
+                "expected one of: "
+                "test_accuracy, test_loss, train_accuracy, train_loss, val_accuracy, val_loss"),
             std::string::npos)
       << r.out;
 }
