@@ -642,7 +642,12 @@ void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
   for (size_t d = 0; d < labels.size(); ++d) {
     PlotSeries ips{labels[d], {}, {}, static_cast<int>(d), false}, up = ips;
     for (const BenchRow& r : rows) {
-      if (r.device.label != labels[d] || !r.ran()) continue;
+      if (r.device.label != labels[d]) continue;
+      if (!r.ran()) {  // no point, but the batch axis still spans it
+        for (PlotSeries* s : {&ips, &up}) s->x.push_back(static_cast<double>(r.batch));
+        for (PlotSeries* s : {&ips, &up}) s->y.push_back(NAN);
+        continue;
+      }
       ips.x.push_back(static_cast<double>(r.batch));
       ips.y.push_back(r.b.train_images_per_second);
       if (const BenchRow* ref = reference_row(rows, r)) {
@@ -650,7 +655,8 @@ void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
         up.y.push_back(r.b.train_images_per_second / ref->b.train_images_per_second);
       }
     }
-    if (ips.x.empty()) ips.label = up.label = labels[d] + " (not run)";
+    if (std::none_of(ips.y.begin(), ips.y.end(), [](double v) { return std::isfinite(v); }))
+      ips.label = up.label = labels[d] + " (not run)";
     speed.series.push_back(ips);
     if (d > 0 || labels.size() == 1) ratio.series.push_back(up);
   }

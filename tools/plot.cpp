@@ -45,13 +45,17 @@ int plot_failed(const char* message) {
 void draw_panel(const PlotPanel& p) {
   auto tx = [&](double x) { return p.log2_x ? std::log2(x) : x; };
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  // The x range of every point, drawn or not (a device that did not run keeps the batch axis).
+  bool drawn = false;
   for (const PlotSeries& s : p.series)
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
       x0 = std::min(x0, tx(s.x[i])), x1 = std::max(x1, tx(s.x[i]));
+      if (!std::isfinite(s.y[i])) continue;
       y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
+      drawn = true;
     }
-  if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (!std::isfinite(x0)) x0 = 0, x1 = 1;
+  if (!drawn) y0 = 0, y1 = 1;
   if (p.y_from_zero) y0 = std::min(y0, 0.0);
   if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;
   const double ypad = std::max((y1 - y0) * 0.08, std::max(std::fabs(y1), 1e-6) * 0.02);
@@ -76,15 +80,17 @@ void draw_panel(const PlotPanel& p) {
       plmtex("b", 1.5, (t - (x0 - xpad)) / (x1 - x0 + 2 * xpad), 0.5,
              std::to_string(static_cast<long long>(std::llround(std::exp2(t)))).c_str());
   pllab(p.x_label.c_str(), p.y_label.c_str(), p.title.c_str());
+  if (!drawn) plmtex("t", -12.0, 0.5, 0.5, "nothing to show: no device ran here");
 
   std::vector<PLINT> opts, colors, styles;
   std::vector<PLFLT> widths;
   std::vector<const char*> texts;
   int corner_points[4] = {0, 0, 0, 0};  // top right, top left, bottom right, bottom left
   for (const PlotSeries& s : p.series) {
-    const size_t n = std::min(s.x.size(), s.y.size());
-    std::vector<PLFLT> xs(n), ys(n);
-    for (size_t i = 0; i < n; ++i) xs[i] = tx(s.x[i]), ys[i] = s.y[i];
+    std::vector<PLFLT> xs, ys;  // the points that have a value
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      if (std::isfinite(s.y[i])) xs.push_back(tx(s.x[i])), ys.push_back(s.y[i]);
+    const size_t n = xs.size();
     // Where the curve runs, sampled along each segment, for placing the legend.
     for (size_t i = 0; i < n; ++i)
       for (int k = 0; k < (i + 1 < n ? 16 : 1); ++k) {
