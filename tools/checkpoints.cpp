@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -90,6 +91,16 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   if (!periodic && !stopping && !best) return;
   std::error_code ec;
   fs::create_directories(dir_, ec);
+  if (ec && stopping && cfg_.dir.empty()) {
+    // The stop's checkpoint in the default folder, which the working folder cannot hold: the
+    // system's temporary folder keeps the run rather than lose it.
+    const std::string other = (fs::temp_directory_path() / "tandem-runs" / fs::path(dir_)).string();
+    spdlog::warn("cannot create checkpoint folder '{}' ({}): writing to '{}' instead", dir_,
+                 ec.message(), other);
+    dir_ = other;
+    ec.clear();
+    fs::create_directories(dir_, ec);
+  }
   if (ec)
     throw CheckpointError(
         fmt::format("cannot create checkpoint folder '{}': {}", dir_, ec.message()),

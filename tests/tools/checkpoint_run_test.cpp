@@ -361,5 +361,19 @@ TEST(TrainerSignals, WithoutACheckpointFolderCtrlCWritesUnderRuns) {
   EXPECT_GT(read_checkpoint_meta(find_checkpoint(dir)).step, 0u);
 }
 
+// A working folder that cannot hold runs/ (/proc/self, even for root): the stop's checkpoint goes
+// to the system's temporary folder, says so, and the run still ends as a stop.
+TEST(TrainerSignals, CtrlCWhereRunsCannotBeMadeWritesToTheTemporaryFolder) {
+  const std::string dir = (fs::temp_directory_path() / "tandem-runs/runs/ckpt_long").string();
+  fs::remove_all(dir);
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1", SIGINT, "/proc/self");
+  ASSERT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("cannot create checkpoint folder 'runs/ckpt_long' ("), std::string::npos)
+      << r.out;
+  ASSERT_NE(r.out.find("checkpoint: " + dir + "/epoch-"), std::string::npos) << r.out;
+  EXPECT_GT(read_checkpoint_meta(find_checkpoint(dir)).step, 0u);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tandem
