@@ -400,6 +400,49 @@ void check_training_batches(const Config& c, const Graph& model, int64_t train_s
         "set train.drop_last: true, or a batch size that leaves more samples over");
 }
 
+// `word` as a POSIX shell reads it back: as it is when it holds no character the shell treats
+// specially, else in single quotes.
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789_@%+=:,./-") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command line that continues a stopped run: the user's own, every flag kept, --device the
+// stopped device (one of a list, or what auto chose), and --resume its checkpoint (in place of
+// the one it may have resumed from). checkpoint_dir: non-empty, the --checkpoint-dir to give (a
+// device of a list wrote to its own subfolder, where a single device writes to the folder).
+std::string continue_command(const RunRequest& r, const Config& config, const DeviceSpec& device,
+                             const std::string& checkpoint, const std::string& checkpoint_dir) {
+  std::vector<std::string> words;
+  if (r.command_line.empty()) {  // in-process: the flags are not known
+    words = {"trainer", "--config", config.file};
+  } else {
+    const std::vector<std::string>& a = r.command_line;
+    words.push_back(a[0]);
+    for (size_t i = 1; i < a.size(); ++i) {
+      if ((a[i] == "--resume" || (a[i] == "--checkpoint-dir" && !checkpoint_dir.empty())) &&
+          i + 1 < a.size()) {
+        ++i;
+        continue;
+      }
+      words.push_back(a[i]);
+      if (a[i] == "--device" && i + 1 < a.size()) {
+        words.push_back(device.label);
+        ++i;
+      }
+    }
+  }
+  if (!checkpoint_dir.empty()) words.insert(words.end(), {"--checkpoint-dir", checkpoint_dir});
+  words.insert(words.end(), {"--resume", checkpoint});
+  std::string out = world().size() > 1 ? fmt::format("mpirun -np {}", world().size()) : "";
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + shell_quoted(w);
+  return out;
+}
+
 int exit_status(size_t ran, size_t total) {
   if (ran == total) return 0;
   return static_cast<int>(ran ? ExitCode::kPartial : ExitCode::kDevice);
@@ -537,11 +580,18 @@ int run_train(const RunRequest& r) {
         // In a data-parallel run the signal may have reached another process only (mpirun
         // passes a SIGTERM on to each); the run stopped all the same.
         const bool here = stop.requested();
-        fmt::print("stopped by {} at step {}; continue with: {}trainer --config {}{} --resume {}\n",
+        fmt::print("{}stopped by {} at step {}; continue with: {}\n",
+                   many ? "the " + run.device.label + " run: " : "",
                    here ? stop.name() : "a signal to another process of the run",
                    run.result.step_losses.size() + run.result.skipped_steps + options.start.step,
-                   comm.size() > 1 ? fmt::format("mpirun -np {} ", comm.size()) : "", config.file,
-                   many ? " --device " + run.device.label : "", checkpoints.last_path());
+                   continue_command(r, config, run.device, checkpoints.last_path(),
+                                    many ? checkpoints.dir() : ""));
+        if (k + 1 < devices.size()) {
+          std::vector<std::string> rest;
+          for (size_t j = k + 1; j < devices.size(); ++j) rest.push_back(devices[j].label);
+          fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
+                     rest.size() == 1 ? "it" : "them");
+        }
         return here ? stop.exit_status() : 128 + SIGTERM;
       }
       const EpochStats& last = run.result.epochs.back();
@@ -573,7 +623,7 @@ namespace {
 
 struct BenchRow {
   DeviceSpec device;
-  int threads = 0;     // CPU threads of the run
+  int threads = 0;  // CPU threads of the run (a GPU's: the one that drives it)
   int64_t batch = 0;
   std::string reason;  // why it did not run; empty: it did
   BenchResult b;
@@ -602,6 +652,16 @@ void print_layer_profile(const std::vector<LayerProfile>& rows, const std::strin
              device, batch,
              format_table({"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s"},
                           table));
+}
+
+// The CPU threads a bench row runs on: the count the backend reports (the CPU's, every core where
+// none was asked for), else one, the thread that drives a GPU.
+int threads_used(const BackendOptions& options, const DeviceSpec& device, const Backend* backend) {
+  if (backend)
+    for (const auto& [key, value] : backend->info())
+      if (key == "Threads") return std::stoi(value);
+  if (device.backend != "cpu") return 1;
+  return options.threads > 0 ? options.threads : allowed_cores();
 }
 
 // The reference row for speedups: the first device's row at the same batch size, if it ran.
@@ -743,13 +803,14 @@ int run_bench(const RunRequest& r) {
       backend = create_backend(device.backend, options);
     } catch (const DeviceError& e) {
       if (devices.size() == 1) throw;
-      for (int64_t b : batches) rows.push_back({device, options.threads, b, reason_of(e), {}});
+      for (int64_t b : batches)
+        rows.push_back({device, threads_used(options, device, nullptr), b, reason_of(e), {}});
       continue;
     }
     if (text && !r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
     std::fflush(stdout);
     for (int64_t batch : batches) {
-      BenchRow row{device, options.threads, batch, "", {}};
+      BenchRow row{device, threads_used(options, device, backend.get()), batch, "", {}};
       try {
         Config c = config;
         c.train.batch_size = batch;

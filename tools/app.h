@@ -15,6 +15,9 @@ namespace tandem {
 void register_everything();
 
 struct RunRequest {
+  // The program and its arguments as given (empty in-process): a stopped run prints them back as
+  // the command that continues it.
+  std::vector<std::string> command_line;
   std::string config_path;
   std::vector<std::string> devices{"cpu"};  // "cpu", "cpu:2" (2 threads), "gpu", "gpu:1"
   std::optional<int64_t> epochs, batch_size;

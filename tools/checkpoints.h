@@ -25,6 +25,7 @@ class RunCheckpoints {
   // --resume: the best epoch before the resume, from the checkpoint resumed (same metric only).
   void resumed(const CheckpointMeta& meta);
   const std::string& last_path() const { return last_path_; }
+  const std::string& dir() const { return dir_; }  // where this run's checkpoints go
 
  private:
   bool improved(const TrainPosition& at);  // records the epoch's metric when it is the best yet

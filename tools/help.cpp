@@ -111,7 +111,8 @@ const std::string kDataParallel =
 
 const std::string kSignals =
     R"(Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
-checkpoint folder, or runs/<config name>/) and its path printed; a second Ctrl-C exits at once.
+checkpoint folder, or runs/<config name>/), and the command that continues the run (its flags,
+--resume CHECKPOINT) printed; a second Ctrl-C exits at once.
 )";
 
 const std::string kExitStatus =
@@ -220,6 +221,27 @@ std::string command_help(const std::string& command) {
   s += "\nflags:\n" + flag_rows(flags, command == "bench" ? 20 : 19);
   for (const std::string* note : c->notes) s += "\n" + *note;
   return s + "\nexample:\n  " + c->example + "\n";
+}
+
+std::vector<std::string> commands_of_flag(const std::string& flag) {
+  std::vector<std::string> out;
+  for (const Command& c : kCommands)
+    for (const Flag& f : kFlags)
+      if (f.name.substr(0, f.name.find(' ')) == flag &&
+          std::find(f.commands.begin(), f.commands.end(), c.name) != f.commands.end()) {
+        out.push_back(c.name);
+        break;
+      }
+  return out;
+}
+
+std::vector<std::string> flag_names() {
+  std::vector<std::string> out;
+  for (const Flag& f : kFlags)
+    if (const std::string name = f.name.substr(0, f.name.find(' '));
+        std::find(out.begin(), out.end(), name) == out.end())
+      out.push_back(name);
+  return out;
 }
 
 }  // namespace tandem

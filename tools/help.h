@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tandem {
 
@@ -11,5 +12,12 @@ std::string general_help();
 // The usage, flags, notes and an example of one command: train, bench, devices, export-images,
 // eval or predict.
 std::string command_help(const std::string& command);
+
+// The commands whose help lists `flag` ("--epochs"), in the order of trainer --help; empty: no
+// command has it. --help and --version, every command's, are not in the table.
+std::vector<std::string> commands_of_flag(const std::string& flag);
+
+// Every flag of the table, once each ("--epochs").
+std::vector<std::string> flag_names();
 
 }  // namespace tandem

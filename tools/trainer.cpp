@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -77,36 +79,72 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// The flags of one command only, by the commands that take them.
-const std::vector<std::pair<std::string, std::string>> kCommandFlags = {
-    {"--checkpoint-dir", "training"}, {"--resume", "training"},
-    {"--batch-sizes", "bench"},       {"--per-layer", "bench"},
-    {"--steps", "bench"},             {"--warmup", "bench"},
-    {"--json", "bench"},              {"--checkpoint", "eval and predict"},
-    {"--top-k", "predict"},           {"--out", "export-images"},
-    {"--limit-per-class", "export-images"}};
-
 // The help that lists a command's flags.
 std::string help_of(const std::string& command) {
   return command == "train" ? "trainer --help" : "trainer " + command + " --help";
 }
 
-// A flag of another command says whose it is; a misspelt one gets the nearest flag.
+// "train, bench and eval", training named as trainer --help names it.
+std::string command_list(const std::vector<std::string>& commands) {
+  std::string out;
+  for (size_t k = 0; k < commands.size(); ++k)
+    out += (k == 0                     ? ""
+            : k + 1 == commands.size() ? " and "
+                                       : ", ") +
+           (commands[k] == "train" ? std::string("training") : commands[k]);
+  return out;
+}
+
+// A flag of other commands only says whose it is: a command takes the flags its help lists, and
+// no other (they would be ignored, and the user think them used).
+void check_flag_of(const std::string& a, const std::string& command) {
+  if (!a.starts_with("-") || a == "--help" || a == "-h" || a == "--version") return;
+  const std::string flag = a == "-c" ? "--config" : a == "-q" ? "--quiet" : a;
+  const std::vector<std::string> owners = tandem::commands_of_flag(flag);
+  if (owners.empty() || std::find(owners.begin(), owners.end(), command) != owners.end()) return;
+  throw tandem::UsageError(a + " is not a flag of " + command_list({command}),
+                           "it belongs to " + command_list(owners) + "; see " + help_of(command) +
+                               " for the flags of " + command_list({command}));
+}
+
+// A misspelt flag gets the nearest flag.
 tandem::UsageError unknown_argument(const std::string& a, const std::string& command) {
-  for (const auto& [flag, owner] : kCommandFlags)
-    if (a == flag)
-      return tandem::UsageError(
-          a + " is not a flag of " + (command == "train" ? "training" : command),
-          "it belongs to " + owner + "; see trainer --help");
-  std::vector<std::string> flags = {"--config",  "--device", "--epochs",    "--batch-size",
-                                    "--lr",      "--seed",   "--threads",   "--data",
-                                    "--metrics", "--quiet",  "--log-level", "--plot",
-                                    "--log-placement", "--help", "--version"};
-  for (const auto& [flag, owner] : kCommandFlags) flags.push_back(flag);
+  std::vector<std::string> flags = tandem::flag_names();
+  flags.insert(flags.end(), {"--help", "--version"});
   const std::string guess = tandem::closest_name(a, flags);
   return tandem::UsageError(
       "unknown argument '" + a + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
       "see " + help_of(command));
+}
+
+// The accepted forms of one --device entry.
+const char kDeviceForms[] =
+    "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, all, or a comma list of them "
+    "such as cpu,gpu";
+
+// Refuses a device entry that is none of the accepted forms, naming the nearest ("cuda": gpu,
+// "GPU:1": gpu:1). A bad number after the colon is parse_device's to tell.
+void check_device_name(const std::string& d) {
+  const size_t colon = d.find(':');
+  const std::string name = d.substr(0, colon);
+  const std::vector<std::string> known = colon == std::string::npos
+                                             ? std::vector<std::string>{"cpu", "gpu", "auto", "all"}
+                                             : std::vector<std::string>{"cpu", "gpu"};
+  if (std::find(known.begin(), known.end(), name) != known.end()) return;
+  // Another case first (closest_name takes the first near name, and "GPU" is a letter from
+  // cpu), and PyTorch's name of the GPU.
+  std::string lower = name, guess;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (std::find(known.begin(), known.end(), lower) != known.end())
+    guess = lower;
+  else if (lower == "cuda")
+    guess = "gpu";
+  else
+    guess = tandem::closest_name(name, known);
+  if (!guess.empty() && colon != std::string::npos) guess += d.substr(colon);
+  throw tandem::UsageError(
+      "unknown device '" + d + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
+      kDeviceForms);
 }
 
 int run(int argc, char** argv) {
@@ -121,10 +159,12 @@ int run(int argc, char** argv) {
   }
   const bool named = i == 1;  // "trainer bench --help" is bench's help, "trainer --help" all of it
   tandem::RunRequest r;
+  r.command_line.assign(argv, argv + argc);
   spdlog::set_level(spdlog::level::warn);
   std::map<std::string, std::string> given;  // flag -> its value, so that a second one is refused
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
+    check_flag_of(a, command);
     auto value = [&]() -> std::string {
       // "--epochs --quiet": the flag's value is missing, not the word "--quiet".
       if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
@@ -152,8 +192,8 @@ int run(int argc, char** argv) {
         if (d.empty())
           throw tandem::UsageError(
               v.empty() ? "--device is empty" : "--device '" + v + "' has an empty entry",
-              "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, all, or a comma list "
-              "of them such as cpu,gpu");
+              kDeviceForms);
+      for (const std::string& d : r.devices) check_device_name(d);
     } else if (a == "--epochs") {
       r.epochs = parse_int(a, value());
     } else if (a == "--batch-size") {

@@ -257,6 +257,34 @@ TEST(BadInput, AnotherCommandsFlagSaysWhoseItIs) {
       << r.out;
 }
 
+// They were ignored: the command ran (exit 0) and the user took them for used.
+TEST(BadInput, BenchRefusesTrainingFlags) {
+  Result r =
+      trainer("bench --config " + small_config("bench_metrics") + " --metrics x.jsonl --epochs 3");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --metrics is not a flag of bench\nhint: it belongs to training; "
+                       "see trainer bench --help"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BadInput, PredictRefusesFlagsOfOtherCommands) {
+  for (const std::string flag : {"--plot a.png", "--batch-size 3", "--data x", "--quiet"}) {
+    Result r = trainer("predict --checkpoint x " + flag + " digit.png");
+    EXPECT_EQ(r.status, 2) << flag << ": " << r.out;
+    EXPECT_NE(r.out.find("error: " + flag.substr(0, flag.find(' ')) + " is not a flag of predict"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(BadInput, DevicesRefusesFlagsOfOtherCommands) {
+  Result r = trainer("devices --epochs 2");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --epochs is not a flag of devices"), std::string::npos) << r.out;
+  EXPECT_EQ(trainer("devices --log-level warn").status, 0);
+}
+
 TEST(BadInput, AMisspeltFlagGetsTheNearest) {
   Result r = trainer("--config " + small_config("flag_typo") + " --batchsize 3");
   EXPECT_EQ(r.status, 2) << r.out;

@@ -341,6 +341,61 @@ TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
   expect_resumable_checkpoint(r.out, dir);
 }
 
+// The command a stopped run printed after "continue with: ".
+std::string continue_command(const std::string& out) {
+  const size_t at = out.find("continue with: ");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + std::string("continue with: ").size();
+  return out.substr(begin, out.find('\n', begin) - begin);
+}
+
+// It was "trainer --config FILE --resume PATH": the run's other flags lost, so that the command
+// failed (another batch size) or trained another run (other epochs, data, learning rate).
+TEST(TrainerSignals, TheContinueCommandRepeatsEveryFlagAndResumesTheRun) {
+  const std::string dir = test::fresh_dir("ckpt continue");  // a space: the path is quoted
+  auto r = interrupt_trainer("--config " + long_config() +
+                                 " --threads 1 --epochs 6 --batch-size 64 --lr 0.02 --seed 7 "
+                                 "--checkpoint-dir '" +
+                                 dir + "'",
+                             SIGINT);
+  ASSERT_EQ(r.status, 130) << r.out;
+  const std::string command = continue_command(r.out);
+  ASSERT_EQ(command.find(std::string(TANDEM_TRAINER) + " --config " + long_config() +
+                         " --threads 1 --epochs 6 --batch-size 64 --lr 0.02 --seed 7 "
+                         "--checkpoint-dir '" +
+                         dir + "' --resume '" + dir + "/epoch-"),
+            0u)
+      << r.out;
+  const test::CliResult resumed = test::run_command(command);
+  ASSERT_EQ(resumed.status, 0) << command << "\n" << resumed.out;
+  EXPECT_NE(resumed.out.find("Resume " + dir + "/epoch-"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("after 6 epochs"), std::string::npos) << resumed.out;
+}
+
+// Of a device list, the run that stopped is named, and its command continues it alone, in the
+// folder it wrote to; the devices after it did not run.
+TEST(TrainerSignals, OfADeviceListTheContinueCommandIsTheStoppedDevices) {
+  const std::string dir = test::fresh_dir("ckpt_continue_list");
+  auto r = interrupt_trainer("--config " + long_config() +
+                                 " --device cpu:1,cpu:2 --epochs 4 --batch-size 64 "
+                                 "--checkpoint-dir " +
+                                 dir,
+                             SIGINT);
+  ASSERT_EQ(r.status, 130) << r.out;
+  EXPECT_NE(r.out.find("the cpu:1 run: stopped by SIGINT at step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("not run: cpu:2"), std::string::npos) << r.out;
+  const std::string command = continue_command(r.out);
+  ASSERT_EQ(command.find(std::string(TANDEM_TRAINER) + " --config " + long_config() +
+                         " --device cpu:1 --epochs 4 --batch-size 64 --checkpoint-dir " + dir +
+                         "/cpu-1 --resume " + dir + "/cpu-1/epoch-"),
+            0u)
+      << r.out;
+  const test::CliResult resumed = test::run_command(command);
+  ASSERT_EQ(resumed.status, 0) << command << "\n" << resumed.out;
+  EXPECT_NE(resumed.out.find("cpu:1: test accuracy"), std::string::npos) << resumed.out;
+  EXPECT_NE(resumed.out.find("after 4 epochs"), std::string::npos) << resumed.out;
+}
+
 TEST(TrainerSignals, SigtermWritesACheckpointAndExits143) {
   const std::string dir = test::fresh_dir("ckpt_sigterm");
   auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,

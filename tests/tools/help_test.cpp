@@ -2,6 +2,9 @@
 // the same table as the general help.
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,6 +102,45 @@ TEST(Help, ExamplesUseOnlyFlagsTheirHelpLists) {
     for (const std::string& flag : flags_in(section(out, "example:").at(0)))
       EXPECT_NE(rows.find("  " + flag + " "), std::string::npos) << c << ": " << flag;
   }
+}
+
+// A value the flag's parser takes, so that only whether the command has the flag is tested.
+const char* value_for(const std::string& flag) {
+  if (flag == "--device") return "cpu";
+  if (flag == "--log-level") return "warn";
+  if (flag == "--lr") return "0.1";
+  return "1";
+}
+
+TEST(Help, EachCommandTakesTheFlagsItsHelpListsAndRefusesTheOthers) {
+  std::map<std::string, std::map<std::string, bool>> listed;  // command -> flag -> takes a value
+  std::set<std::string> every;
+  for (const std::string& c : kCommands)
+    for (const std::string& row : section(trainer(c + " --help").out, "flags:")) {
+      std::istringstream in(row);
+      std::string flag, next;
+      if (!(in >> flag) || !flag.starts_with("--")) continue;  // a description's second line
+      in >> next;
+      listed[c][flag] = std::isupper(static_cast<unsigned char>(next[0]));  // "--epochs N"
+      every.insert(flag);
+    }
+  for (const std::string& c : kCommands)
+    for (const std::string& flag : every) {
+      const auto it = listed[c].find(flag);
+      const bool takes = it != listed[c].end();
+      // With --help after it, a flag the command takes prints the help.
+      std::vector<std::string> words = {c, flag};
+      if (!takes || it->second) words.push_back(value_for(flag));
+      words.push_back("--help");
+      std::string args;
+      for (const std::string& w : words) args.append(w).append(" ");
+      Result r = trainer(args);
+      if (takes)
+        EXPECT_EQ(r.status, 0) << c << " " << flag << ": " << r.out;
+      else
+        EXPECT_NE(r.out.find("error: " + flag + " is not a flag of "), std::string::npos)
+            << c << " " << flag << ": " << r.out;
+    }
 }
 
 TEST(Help, HelpAfterTrainingFlagsIsTheGeneralHelp) {

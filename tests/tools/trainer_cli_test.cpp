@@ -99,6 +99,20 @@ TEST(TrainerCli, UnknownDeviceListsTheKnownOnes) {
   EXPECT_NE(r.out.find("cpu"), std::string::npos);
 }
 
+TEST(TrainerCli, MistypedDeviceGetsTheNearestAndEveryAcceptedForm) {
+  const std::vector<std::pair<std::string, std::string>> typed = {
+      {"cuda", "gpu"}, {"Cpu", "cpu"}, {"GPU", "gpu"}, {"al", "all"}, {"CUDA:1", "gpu:1"}};
+  for (const auto& [device, meant] : typed) {
+    Result r = trainer("--config " + source("configs/lenet.yaml") + " --device cpu," + device);
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("error: unknown device '" + device + "'; did you mean '" + meant +
+                         "'?\nhint: give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), "
+                         "auto, all, or a comma list of them such as cpu,gpu"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
   const std::string config = write_temp(
       "auto.yaml", tandem::test::small_model_yaml("auto") + "train: {epochs: 1, batch_size: 32}\n");
@@ -206,6 +220,19 @@ TEST(TrainerCli, BenchJsonHasTheDocumentedKeys) {
                           "\"train_images_per_second\": ", "\"infer_images_per_second\": ",
                           "\"train_ms_per_step\": "})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+TEST(TrainerCli, BenchJsonNamesTheThreadsUsedNotZeroForEveryCore) {
+  const std::string args = "bench --config " + source("configs/mlp.yaml") +
+                           " --batch-size 8 --steps 1 --warmup 0 --json --device ";
+  Result every = trainer(args + "cpu");
+  ASSERT_EQ(every.status, 0) << every.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(every.out, m, std::regex("\"threads\": (\\d+)"))) << every.out;
+  EXPECT_GE(std::stoi(m[1]), 1) << every.out;
+  Result two = trainer(args + "cpu:2");
+  ASSERT_EQ(two.status, 0) << two.out;
+  EXPECT_NE(two.out.find("\"threads\": 2,"), std::string::npos) << two.out;
 }
 
 }  // namespace
