@@ -47,8 +47,8 @@ DeviceSpec parse_device(const std::string& text) {
     // The GPU when it can run, else the CPU, and the one line that says which and why.
     std::string why;
     const bool gpu = gpu_usable(&why);
-    if (gpu) spdlog::info("--device auto: the GPU is usable, training on gpu");
-    else spdlog::warn("--device auto: training on the CPU, because {}", why);
+    if (gpu) spdlog::info("--device auto: the GPU is usable, running on gpu");
+    else spdlog::warn("--device auto: running on the CPU, because {}", why);
     return parse_device(gpu ? "gpu" : "cpu");
   }
   if (text == "all")

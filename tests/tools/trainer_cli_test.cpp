@@ -125,13 +125,13 @@ TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
   std::string line;
   ASSERT_TRUE(std::getline(in, line)) << r.out;
   if (gpu) {
-    EXPECT_NE(r.out.find("--device auto: the GPU is usable, training on gpu"), std::string::npos)
+    EXPECT_NE(r.out.find("--device auto: the GPU is usable, running on gpu"), std::string::npos)
         << r.out;
     EXPECT_NE(line.find("\"device\": \"gpu\""), std::string::npos) << line;
     return;
   }
   // Here: one line with the cause this build or machine gives, and the run goes on on the CPU.
-  EXPECT_NE(r.out.find("--device auto: training on the CPU, because " + why), std::string::npos)
+  EXPECT_NE(r.out.find("--device auto: running on the CPU, because " + why), std::string::npos)
       << r.out;
   EXPECT_NE(why.find(tandem::build_has_cuda() ? "no NVIDIA driver/GPU found"
                                               : "this build has no GPU backend"),
