@@ -59,10 +59,9 @@ __global__ void activation_backward_kernel(float* dx, const float* dy, const flo
                                            const float* y, int64_t n, int kind, float alpha) {
   GRID_STRIDE(i, n) {
     float g;
+    // relu multiplies rather than chooses, so a NaN or infinite dy stays one where x <= 0.
     switch (kind) {
-      case 0:
-        g = dy[i] * (x[i] > 0.f ? 1.f : 0.f);
-        break;  // a NaN or infinite dy stays one
+      case 0: g = dy[i] * (x[i] > 0.f ? 1.f : 0.f); break;
       case 1: g = x[i] > 0.f ? dy[i] : alpha * dy[i]; break;
       case 2: g = dy[i] * y[i] * (1.f - y[i]); break;
       default: g = dy[i] * (1.f - y[i] * y[i]); break;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -53,7 +54,8 @@ std::string lower(std::string s) {
 const std::map<std::string, std::string> kSynonyms = {
     {"learning_rate", "lr"},     {"kernel_size", "kernel"},  {"pool_size", "kernel"},
     {"out_channels", "filters"}, {"num_filters", "filters"}, {"out_features", "units"},
-    {"num_epochs", "epochs"},    {"linear", "dense"},        {"fc", "dense"}};
+    {"num_epochs", "epochs"},    {"linear", "dense"},        {"fc", "dense"},
+    {"cuda", "gpu"}};
 
 // Whether `typed` is likely a misspelling of `known`: a letter or so apart, another case, one a
 // prefix of the other ("conv" for "conv2d", "training" for "train"), or a common synonym.
@@ -80,9 +82,14 @@ bool convert(const YAML::Node& n, T& out) {
 }  // namespace
 
 std::string closest_name(const std::string& typed, const std::vector<std::string>& known) {
+  // Of the similar names, the fewest edits away ("GPU": gpu, not cpu); the first of equals.
+  std::string best;
+  size_t best_distance = SIZE_MAX;
   for (const std::string& k : known)
-    if (k != typed && similar(typed, k)) return k;
-  return "";
+    if (k != typed && similar(typed, k))
+      if (const size_t d = edit_distance(lower(typed), lower(k)); d < best_distance)
+        best = k, best_distance = d;
+  return best;
 }
 
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
@@ -603,8 +610,9 @@ namespace {
 std::string format_in(const fs::path& folder) {
   std::error_code ec;
   auto has = [&](const fs::path& name) { return fs::exists(folder / name, ec); };
-  for (const fs::path dir : {fs::path("."), fs::path("cifar-10-batches-bin")})
-    if (has(dir / "data_batch_1.bin") || has(dir / "test_batch.bin")) return "cifar10";
+  for (const char* dir : {".", "cifar-10-batches-bin"})
+    if (has(fs::path(dir) / "data_batch_1.bin") || has(fs::path(dir) / "test_batch.bin"))
+      return "cifar10";
   for (const char* name :
        {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte", "test-images-idx3-ubyte"})
     if (has(name) || has(std::string(name) + ".gz")) return "mnist";
@@ -623,15 +631,12 @@ void set_data_path(DataConfig& data, const std::string& folder, const std::strin
                           " out to train on the config's synthetic data");
     const std::string format = format_in(folder);
     if (format.empty())
-      throw DataError(
-          from + " " + folder +
-              ": the config trains on synthetic data, and this folder holds "
-              "no data set tandem reads",
-          "put CIFAR-10's binary files (data_batch_1.bin .. test_batch.bin), MNIST's IDX files, or "
-          "train/ and test/ image folders there; or leave " +
-              from +
-              " out to train on the "
-              "synthetic data");
+      throw DataError(from + " " + folder +
+                          ": the config trains on synthetic data, and this folder holds no data "
+                          "set tandem reads",
+                      "put CIFAR-10's binary files (data_batch_1.bin .. test_batch.bin), MNIST's "
+                      "IDX files, or train/ and test/ image folders there; or leave " + from +
+                          " out to train on the synthetic data");
     data.format = format;
   }
   const bool split = data.format == "image_folder" && !folder.empty();

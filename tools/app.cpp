@@ -654,12 +654,9 @@ void print_layer_profile(const std::vector<LayerProfile>& rows, const std::strin
                           table));
 }
 
-// The CPU threads a bench row runs on: the count the backend reports (the CPU's, every core where
-// none was asked for), else one, the thread that drives a GPU.
-int threads_used(const BackendOptions& options, const DeviceSpec& device, const Backend* backend) {
-  if (backend)
-    for (const auto& [key, value] : backend->info())
-      if (key == "Threads") return std::stoi(value);
+// The CPU threads a bench row runs on: those asked for, or the CPU backend's default of every
+// core the process may use; one for a GPU, the thread that drives it.
+int threads_used(const BackendOptions& options, const DeviceSpec& device) {
   if (device.backend != "cpu") return 1;
   return options.threads > 0 ? options.threads : allowed_cores();
 }
@@ -804,13 +801,13 @@ int run_bench(const RunRequest& r) {
     } catch (const DeviceError& e) {
       if (devices.size() == 1) throw;
       for (int64_t b : batches)
-        rows.push_back({device, threads_used(options, device, nullptr), b, reason_of(e), {}});
+        rows.push_back({device, threads_used(options, device), b, reason_of(e), {}});
       continue;
     }
     if (text && !r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
     std::fflush(stdout);
     for (int64_t batch : batches) {
-      BenchRow row{device, threads_used(options, device, backend.get()), batch, "", {}};
+      BenchRow row{device, threads_used(options, device), batch, "", {}};
       try {
         Config c = config;
         c.train.batch_size = batch;

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -131,16 +130,7 @@ void check_device_name(const std::string& d) {
                                              ? std::vector<std::string>{"cpu", "gpu", "auto", "all"}
                                              : std::vector<std::string>{"cpu", "gpu"};
   if (std::find(known.begin(), known.end(), name) != known.end()) return;
-  // Another case first (closest_name takes the first near name, and "GPU" is a letter from
-  // cpu), and PyTorch's name of the GPU.
-  std::string lower = name, guess;
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (std::find(known.begin(), known.end(), lower) != known.end())
-    guess = lower;
-  else if (lower == "cuda")
-    guess = "gpu";
-  else
-    guess = tandem::closest_name(name, known);
+  std::string guess = tandem::closest_name(name, known);  // "GPU": gpu, "cuda": gpu
   if (!guess.empty() && colon != std::string::npos) guess += d.substr(colon);
   throw tandem::UsageError(
       "unknown device '" + d + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
