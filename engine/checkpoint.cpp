@@ -18,6 +18,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "engine/backend.h"
 #include "engine/error.h"
@@ -355,6 +356,94 @@ std::vector<float> meta_floats(const Header& h, const std::string& key, const st
   return out;
 }
 
+// The run's epochs so far, one metadata string: CSV with a header line, the metrics file's
+// columns (numbers as written by {}, which reads back exactly; "nan" and "inf" too).
+struct HistoryColumn {
+  const char* name;
+  double EpochStats::*real = nullptr;  // else one of the integers below
+  int64_t EpochStats::*count = nullptr;
+};
+const std::vector<HistoryColumn>& history_columns() {
+  static const std::vector<HistoryColumn> columns = {
+      {"epoch", nullptr, &EpochStats::epoch},
+      {"train_loss", &EpochStats::train_loss},
+      {"train_accuracy", &EpochStats::train_accuracy},
+      {"test_loss", &EpochStats::test_loss},
+      {"test_accuracy", &EpochStats::test_accuracy},
+      {"seconds", &EpochStats::seconds},
+      {"images_per_second", &EpochStats::images_per_second},
+      {"learning_rate", &EpochStats::learning_rate},
+      {"skipped_steps", nullptr, &EpochStats::skipped_steps},
+      {"val_loss", &EpochStats::val_loss},  // empty cells: no validation pass that epoch
+      {"val_accuracy", &EpochStats::val_accuracy}};
+  return columns;
+}
+
+std::string history_text(const std::vector<EpochStats>& epochs) {
+  if (epochs.empty()) return "";
+  std::string out = "device,peak_memory_bytes";
+  for (const HistoryColumn& c : history_columns()) out += fmt::format(",{}", c.name);
+  for (const EpochStats& e : epochs) {
+    out += fmt::format("\n{},{}", e.device, e.peak_memory_bytes);
+    for (const HistoryColumn& c : history_columns()) {
+      const bool val = std::string_view(c.name).starts_with("val_");
+      if (val && !e.has_val)
+        out += ",";
+      else if (c.real)
+        out += fmt::format(",{}", e.*c.real);
+      else
+        out += fmt::format(",{}", e.*c.count);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& text, char at) {
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string part; std::getline(ss, part, at);) parts.push_back(part);
+  if (!text.empty() && text.back() == at) parts.emplace_back();
+  return parts;
+}
+
+std::vector<EpochStats> history_of(const std::string& text, const std::string& path) {
+  std::vector<EpochStats> epochs;
+  if (text.empty()) return epochs;
+  const std::vector<std::string> lines = split(text, '\n');
+  const std::vector<std::string> names = split(lines[0], ',');
+  for (size_t row = 1; row < lines.size(); ++row) {
+    const std::vector<std::string> cells = split(lines[row], ',');
+    if (cells.size() != names.size())
+      corrupt(path, fmt::format("metadata 'history' line {} has {} values for {} columns", row + 1,
+                                cells.size(), names.size()));
+    EpochStats e;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const std::string& cell = cells[k];
+      const char* end = cell.data() + cell.size();
+      auto bad = [&] {
+        corrupt(path,
+                fmt::format("metadata 'history' line {}: {} is '{}'", row + 1, names[k], cell));
+      };
+      if (names[k] == "device") {
+        e.device = cell;
+      } else if (names[k] == "peak_memory_bytes") {
+        if (std::from_chars(cell.data(), end, e.peak_memory_bytes).ptr != end) bad();
+      } else {
+        auto c = std::find_if(history_columns().begin(), history_columns().end(),
+                              [&](const HistoryColumn& c) { return names[k] == c.name; });
+        if (c == history_columns().end()) continue;  // a later version's column
+        if (cell.empty() && names[k].starts_with("val_")) continue;
+        if (names[k].starts_with("val_")) e.has_val = true;
+        if (c->real ? std::from_chars(cell.data(), end, e.*c->real).ptr != end
+                    : std::from_chars(cell.data(), end, e.*c->count).ptr != end)
+          bad();
+      }
+    }
+    epochs.push_back(e);
+  }
+  return epochs;
+}
+
 CheckpointMeta meta_of(const Header& h, const std::string& path) {
   CheckpointMeta m;
   auto text = [&](const std::string& key) {
@@ -400,6 +489,8 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
             v->second.data() + v->second.size())
       corrupt(path, "metadata 'best_value' is missing or not a number");
   }
+  if (auto it = h.meta.find("history"); it != h.meta.end())
+    m.history = history_of(it->second, path);
   return m;
 }
 
@@ -448,7 +539,8 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"processes", std::to_string(meta.processes)},
       {"best_metric", meta.best_metric},
       {"best_value", fmt::format("{}", meta.best_value)},
-      {"best_epoch", std::to_string(meta.best_epoch)}};
+      {"best_epoch", std::to_string(meta.best_epoch)},
+      {"history", history_text(meta.history)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),
                           json_string(fields[i].second));

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/epoch_stats.h"
 #include "engine/tensor.h"
 
 namespace tandem {
@@ -35,6 +36,9 @@ struct CheckpointMeta {
   std::string best_metric;  // empty: none
   double best_value = 0;
   int64_t best_epoch = 0;  // 0: none yet
+  // The figures of the epochs completed (1 to `epoch`), so that a resumed run's metrics file and
+  // plot show the whole run; empty in checkpoints of older versions.
+  std::vector<EpochStats> history;
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the

@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -117,15 +116,6 @@ MetricsWriter::MetricsWriter(const std::string& path, bool val) : val_(val), pat
 }
 
 void MetricsWriter::open() {
-  std::vector<std::string> kept;
-  if (keep_epochs_ > 0) {
-    std::ifstream old(path_);
-    const std::regex epoch(csv_ ? "^[^,]*,([0-9]+)," : "\"epoch\": ([0-9]+)");
-    std::smatch m;
-    for (std::string line; std::getline(old, line);)
-      if (std::regex_search(line, m, epoch) && std::stoll(m[1]) <= keep_epochs_)
-        kept.push_back(line);
-  }
   out_.open(path_);
   if (!out_)
     throw UsageError("cannot write the metrics file '" + path_ + "'",
@@ -134,11 +124,18 @@ void MetricsWriter::open() {
     out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
             "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
          << (val_ ? ",val_loss,val_accuracy\n" : "\n");
-  for (const std::string& line : kept) out_ << line << "\n";
+  for (const EpochStats& e : earlier_) line(e);
 }
 
 void MetricsWriter::write(const EpochStats& e) {
   if (!out_.is_open()) open();
+  line(e);
+  out_.flush();
+  if (!out_)
+    throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
+}
+
+void MetricsWriter::line(const EpochStats& e) {
   if (csv_) {
     out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
@@ -159,8 +156,6 @@ void MetricsWriter::write(const EpochStats& e) {
                                 e.val_accuracy)
                   : "");
   }
-  out_.flush();
-  if (!out_) throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
 }
 
 }  // namespace tandem

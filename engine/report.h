@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/trainer.h"
@@ -30,17 +31,18 @@ class MetricsWriter {
   // Throws UsageError when it cannot write. The file is created (and an old one replaced) at the
   // first epoch, so a run that fails before it keeps the previous run's file.
   explicit MetricsWriter(const std::string& path, bool val = false);
-  // A resumed run: the file keeps its lines of the first `epochs` epochs (the run that wrote the
-  // checkpoint had written them), and the new epochs follow them.
-  void continue_after(int64_t epochs) { keep_epochs_ = epochs; }
+  // A resumed run: the file starts with the epochs before the resume (the checkpoint's history),
+  // and the new epochs follow them.
+  void continue_after(std::vector<EpochStats> earlier) { earlier_ = std::move(earlier); }
   void write(const EpochStats& e);
 
  private:
-  void open();  // at the first epoch: the header, and the kept lines of a resumed run
+  void open();  // at the first epoch: the header, and the earlier epochs of a resumed run
+  void line(const EpochStats& e);
   std::ofstream out_;
   bool csv_, val_;
   std::string path_;
-  int64_t keep_epochs_ = 0;
+  std::vector<EpochStats> earlier_;
 };
 
 // A JSON string literal with the escapes it needs.

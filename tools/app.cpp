@@ -250,6 +250,7 @@ void print_placement(const std::vector<LayerProfile>& rows, const Backend& backe
 struct DeviceRun {
   DeviceSpec device;
   std::string reason;  // why it did not run to the end; empty: it did
+  std::vector<EpochStats> earlier;  // a resumed run's epochs before the resume (the plot's)
   TrainResult result;
   bool ran() const { return reason.empty(); }
 };
@@ -356,7 +357,9 @@ void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) 
     PlotSeries ips{r.device.label, {}, {}, color, false};
     vl.label = va.label = r.device.label + " test";
     vl.dashed = va.dashed = true;
-    for (const EpochStats& e : r.result.epochs) {
+    std::vector<EpochStats> epochs = r.earlier;
+    epochs.insert(epochs.end(), r.result.epochs.begin(), r.result.epochs.end());
+    for (const EpochStats& e : epochs) {
       const double x = static_cast<double>(e.epoch);
       tl.x.push_back(x), vl.x.push_back(x), ta.x.push_back(x), va.x.push_back(x);
       ips.x.push_back(x);
@@ -518,7 +521,7 @@ int run_train(const RunRequest& r) {
 
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
-    DeviceRun run{devices[k], "", {}};
+    DeviceRun run{devices[k], "", {}, {}};
     if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
     try {
       BackendOptions device_options = backend_options(config, run.device);
@@ -558,7 +561,8 @@ int run_train(const RunRequest& r) {
       };
       if (!r.resume.empty()) {
         checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
-        if (metrics) metrics->continue_after(options.start.epoch);
+        run.earlier = checkpoints.history();
+        if (metrics) metrics->continue_after(run.earlier);
       }
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
         if (lead) checkpoints.write(s, at, at.stopping);

@@ -66,9 +66,11 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
         "pick a writable folder with --checkpoint-dir");
 }
 
-void RunCheckpoints::epoch_done(const EpochStats& e) { last_epoch_ = e; }
+void RunCheckpoints::epoch_done(const EpochStats& e) { history_.push_back(e); }
 
 void RunCheckpoints::resumed(const CheckpointMeta& meta) {
+  for (const EpochStats& e : meta.history)
+    if (e.epoch <= meta.epoch) history_.push_back(e);
   if (meta.best_epoch == 0 || meta.best_metric != cfg_.best) return;
   best_ = meta.best_value;
   best_epoch_ = meta.best_epoch;
@@ -76,8 +78,9 @@ void RunCheckpoints::resumed(const CheckpointMeta& meta) {
 
 bool RunCheckpoints::improved(const TrainPosition& at) {
   const EpochMetric* metric = find_epoch_metric(cfg_.best);
-  if (!metric || at.batch != 0 || last_epoch_.epoch != at.epoch) return false;
-  const double v = metric->of(last_epoch_);
+  if (!metric || at.batch != 0 || history_.empty() || history_.back().epoch != at.epoch)
+    return false;
+  const double v = metric->of(history_.back());
   if (!std::isfinite(v)) return false;
   if (best_epoch_ && (metric->lower_is_better ? v >= best_ : v <= best_)) return false;
   best_ = v;
@@ -118,6 +121,8 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
   meta.processes = world().size();
+  for (const EpochStats& e : history_)
+    if (e.epoch <= at.epoch) meta.history.push_back(e);
   if (best_epoch_) {
     meta.best_metric = cfg_.best;
     meta.best_value = best_;

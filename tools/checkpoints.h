@@ -20,10 +20,14 @@ class RunCheckpoints {
                  bool quiet, std::vector<std::string> class_names);
   // TrainOptions::on_checkpoint; `stopping` says the run ends here (a signal).
   void write(TrainStep& step, const TrainPosition& at, bool stopping);
-  // TrainOptions::on_epoch: the figures that choose DIR/best.safetensors (train.checkpoint.best).
+  // TrainOptions::on_epoch: the figures that choose DIR/best.safetensors (train.checkpoint.best),
+  // and that the checkpoints carry as the run's history.
   void epoch_done(const EpochStats& e);
-  // --resume: the best epoch before the resume, from the checkpoint resumed (same metric only).
+  // --resume: the epochs before the resume, and the best of them (same metric only), from the
+  // checkpoint resumed.
   void resumed(const CheckpointMeta& meta);
+  // Every epoch of the run so far, those before a resume included.
+  const std::vector<EpochStats>& history() const { return history_; }
   const std::string& last_path() const { return last_path_; }
   const std::string& dir() const { return dir_; }  // where this run's checkpoints go
 
@@ -38,7 +42,7 @@ class RunCheckpoints {
   std::vector<std::string> class_names_;
   bool quiet_;
   std::string last_path_;
-  EpochStats last_epoch_;
+  std::vector<EpochStats> history_;
   double best_ = 0;
   int64_t best_epoch_ = 0;  // 0: none yet
 };

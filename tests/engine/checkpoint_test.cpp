@@ -7,6 +7,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <sstream>
 
 #include "engine/backend_registry.h"
@@ -68,7 +70,47 @@ CheckpointMeta some_meta() {
   m.best_metric = "val_loss";
   m.best_value = 0.12345678901234567;
   m.best_epoch = 2;
+  // Three epochs: a validation pass in the second only, a loss that blew up in the third, and
+  // figures that only a shortest round-trip format writes back exactly.
+  for (int64_t e = 1; e <= 3; ++e) {
+    EpochStats s;
+    s.device = e == 1 ? "gpu:1" : "cpu:2";
+    s.epoch = e;
+    s.train_loss = e == 3 ? std::nan("") : 2.302585092994046 / static_cast<double>(e);
+    s.train_accuracy = 0.1 * static_cast<double>(e);
+    s.test_loss = e == 3 ? std::numeric_limits<double>::infinity() : 1.0 / 3.0;
+    s.test_accuracy = 0.98765432109876543;
+    s.seconds = 12.5e-3;
+    s.images_per_second = 123456.789;
+    s.learning_rate = 1e-3 / static_cast<double>(e);
+    s.peak_memory_bytes = (size_t{5} << 32) + 7;
+    s.has_val = e == 2;
+    s.val_loss = s.has_val ? 0.25 : 0;
+    s.val_accuracy = s.has_val ? 0.875 : 0;
+    s.skipped_steps = e == 3 ? 4 : 0;
+    m.history.push_back(s);
+  }
   return m;
+}
+
+// Equal figures, NaN equal to NaN.
+void expect_same_epochs(const std::vector<EpochStats>& got, const std::vector<EpochStats>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+  for (size_t i = 0; i < want.size(); ++i) {
+    const EpochStats &g = got[i], &w = want[i];
+    EXPECT_EQ(g.device, w.device) << i;
+    EXPECT_EQ(g.epoch, w.epoch) << i;
+    for (auto field :
+         {&EpochStats::train_loss, &EpochStats::train_accuracy, &EpochStats::test_loss,
+          &EpochStats::test_accuracy, &EpochStats::seconds, &EpochStats::images_per_second,
+          &EpochStats::learning_rate, &EpochStats::val_loss, &EpochStats::val_accuracy})
+      EXPECT_TRUE(same(g.*field, w.*field))
+          << "epoch " << w.epoch << ": " << g.*field << " for " << w.*field;
+    EXPECT_EQ(g.peak_memory_bytes, w.peak_memory_bytes) << i;
+    EXPECT_EQ(g.has_val, w.has_val) << i;
+    EXPECT_EQ(g.skipped_steps, w.skipped_steps) << i;
+  }
 }
 
 void expect_refused(const std::string& path, NamedTensors& into, const std::string& needle) {
@@ -105,6 +147,7 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_EQ(m.best_metric, want.best_metric);
   EXPECT_EQ(m.best_value, want.best_value);  // bit for bit
   EXPECT_EQ(m.best_epoch, want.best_epoch);
+  expect_same_epochs(m.history, want.history);
   EXPECT_EQ(m.version, TANDEM_VERSION);
   EXPECT_EQ(read_checkpoint_meta(path).step, want.step);
   EXPECT_FALSE(std::filesystem::exists(temp_path(".round_trip.safetensors.tmp")));
@@ -135,19 +178,27 @@ TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
   EXPECT_EQ(dst.values(1), src.values(1));
 }
 
-// Rewrites a checkpoint without one metadata field (a numeric one), like an older version wrote.
-void erase_meta(const std::string& path, const std::string& key) {
+// Rewrites a checkpoint's header through `edit`, with its length and alignment set again.
+void rewrite_header(const std::string& path, const std::function<void(std::string&)>& edit) {
   const std::string bytes = read_all(path);
   uint64_t len = 0;
   for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
   std::string header = bytes.substr(8, len);
-  const size_t from = header.find(",\"" + key + "\":");
-  ASSERT_NE(from, std::string::npos) << key;
-  header.erase(from, header.find('"', header.find(":\"", from) + 2) + 1 - from);
+  while (!header.empty() && header.back() == ' ') header.pop_back();
+  edit(header);
   header.append((8 - header.size() % 8) % 8, ' ');
   std::string old(8, '\0');
   for (int i = 0; i < 8; ++i) old[i] = static_cast<char>(header.size() >> (8 * i));
   write_all(path, old + header + bytes.substr(8 + len));
+}
+
+// Rewrites a checkpoint without one metadata field, like an older version wrote.
+void erase_meta(const std::string& path, const std::string& key) {
+  rewrite_header(path, [&](std::string& header) {
+    const size_t from = header.find(",\"" + key + "\":");
+    ASSERT_NE(from, std::string::npos) << key;
+    header.erase(from, header.find('"', header.find(":\"", from) + 2) + 1 - from);
+  });
 }
 
 // Before steps could be skipped (on_nan: skip_step) every step was an optimizer update.
@@ -172,6 +223,34 @@ TEST(Checkpoint, WithoutABestEpochLoadsWithNone) {
   EXPECT_TRUE(m.best_metric.empty());
   EXPECT_EQ(m.best_epoch, 0);
   EXPECT_EQ(m.batch_size, 96);
+}
+
+TEST(Checkpoint, WithoutAHistoryLoadsWithNone) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("old_history.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  erase_meta(path, "history");
+  Tensors dst = model_tensors();
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  EXPECT_TRUE(m.history.empty());
+  EXPECT_EQ(m.best_epoch, 2);
+}
+
+TEST(Checkpoint, AHistoryWithAMissingOrBadFigureIsRefused) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("bad_history.safetensors");
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {",123456.789,", ",fast,", "line 2: images_per_second is 'fast'"},
+      {",4,,\"}}", ",\"}}", "line 4 has 11 values for 13 columns"}};
+  for (const auto& [from, to, needle] : cases) {
+    write_checkpoint(path, src.named, some_meta());
+    rewrite_header(path, [&](std::string& header) {
+      const size_t at = header.find(from);
+      ASSERT_NE(at, std::string::npos) << from;
+      header.replace(at, from.size(), to);
+    });
+    expect_refused(path, src.named, needle);
+  }
 }
 
 // A deliberately separate reader of the format: length, JSON offsets, dtype, sizes.

@@ -1,5 +1,6 @@
 // Checkpoints of training runs: written every few epochs and pruned, resumed bit for bit, and
 // written on Ctrl-C.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -192,6 +193,41 @@ TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
   for (size_t i = 0; i < lines.size(); ++i)
     EXPECT_NE(lines[i].find("\"epoch\": " + std::to_string(i + 1) + ","), std::string::npos)
         << lines[i];
+}
+
+// The checkpoints carry the run's epochs, so a resumed run writes them into a metrics file of its
+// own and passes them on in its own checkpoints.
+TEST(Resume, TheMetricsAndCheckpointsOfAResumedRunHoldEveryEpoch) {
+  register_everything();
+  const std::string dir = test::fresh_dir("ckpt_history");
+  RunRequest first;
+  first.config_path = small_config();
+  first.checkpoint_dir = dir;
+  first.epochs = 2;
+  first.quiet = true;
+  ASSERT_EQ(run_train(first), 0);
+  const CheckpointMeta before = read_checkpoint_meta(dir + "/epoch-2.safetensors");
+  ASSERT_EQ(before.history.size(), 2u);
+  RunRequest again = first;
+  again.resume = dir;
+  again.epochs = 3;
+  again.metrics_path = dir + "/after_resume.csv";
+  ASSERT_EQ(run_train(again), 0);
+
+  const CheckpointMeta after = read_checkpoint_meta(dir + "/epoch-3.safetensors");
+  ASSERT_EQ(after.history.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(after.history[i].epoch, static_cast<int64_t>(i + 1));
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(after.history[i].train_loss, before.history[i].train_loss) << "epoch " << i + 1;
+  std::ifstream in(again.metrics_path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 4u) << "a header, then epochs 1 and 2 from the checkpoint, then 3";
+  for (size_t i = 0; i < 3; ++i) {
+    const EpochStats& e = after.history[i];
+    EXPECT_EQ(lines[i + 1].rfind(fmt::format("cpu,{},{:.6g},", e.epoch, e.train_loss), 0), 0u)
+        << lines[i + 1];
+  }
 }
 
 TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {

@@ -1,15 +1,14 @@
 // Side-by-side runs over a device list, their table, parity verdict, metrics, exit status and plots.
 #include <gtest/gtest.h>
-
-#include <regex>
+#include <stb/stb_image.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <vector>
-
-#include <stb/stb_image.h>
 
 #include "engine/backend_registry.h"
 #include "engine/error.h"
@@ -201,6 +200,34 @@ TEST(SideBySide, TrainingPlotIsAPngWithACurvePerDeviceInEachPanel) {
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("plot written to " + png), std::string::npos) << r.out;
   expect_plot(png, 2, 1800, 3);
+}
+
+// A run resumed from its checkpoint plots the epochs before the resume too: its loss and accuracy
+// panels are those of the same run uninterrupted (the losses are equal bit for bit; the
+// throughput panel is not compared, it is timing).
+TEST(SideBySide, AResumedRunPlotsTheEpochsBeforeTheResume) {
+  const std::string dir = test::fresh_dir("plot_resume");
+  const std::string config = small_config();
+  ASSERT_EQ(run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir).status, 0);
+  auto resumed = run_trainer("--config " + config + " --quiet --epochs 3 --resume " + dir +
+                             " --plot " + dir + "/resumed.png");
+  ASSERT_EQ(resumed.status, 0) << resumed.out;
+  auto whole =
+      run_trainer("--config " + config + " --quiet --epochs 3 --plot " + dir + "/whole.png");
+  ASSERT_EQ(whole.status, 0) << whole.out;
+  expect_plot(dir + "/resumed.png", 1, 1800, 3);
+  int w = 0, h = 0, c = 0, w2 = 0, h2 = 0;
+  unsigned char* a = stbi_load((dir + "/resumed.png").c_str(), &w, &h, &c, 3);
+  unsigned char* b = stbi_load((dir + "/whole.png").c_str(), &w2, &h2, &c, 3);
+  ASSERT_TRUE(a && b && w == w2 && h == h2);
+  int64_t differ = 0;
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < 2 * w / 3; ++x)  // the loss and accuracy panels
+      differ += std::memcmp(a + 3 * (static_cast<int64_t>(y) * w + x),
+                            b + 3 * (static_cast<int64_t>(y) * w + x), 3) != 0;
+  stbi_image_free(a);
+  stbi_image_free(b);
+  EXPECT_EQ(differ, 0) << "pixels of the loss and accuracy panels differ";
 }
 
 TEST(SideBySide, BenchPlotIsAPng) {

@@ -1,0 +1,25 @@
+// An epoch's figures: what the progress line, the metrics file, the plot and a checkpoint's
+// history of the run carry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+struct EpochStats {
+  std::string device;
+  int64_t epoch = 0;  // 1-based
+  double train_loss = 0, train_accuracy = 0;
+  double test_loss = 0, test_accuracy = 0;
+  double seconds = 0;            // training time of the epoch (without evaluation)
+  double images_per_second = 0;  // training throughput
+  double learning_rate = 0;
+  size_t peak_memory_bytes = 0;
+  bool has_val = false;  // a validation split was evaluated (data.val_split)
+  double val_loss = 0, val_accuracy = 0;
+  int64_t skipped_steps = 0;  // steps not applied for being non-finite (on_nan: skip_step)
+};
+
+}  // namespace tandem
