@@ -1,6 +1,8 @@
 // Strict YAML config reading: every key checked, every error placed at its file, line and column.
 #include "engine/config.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -647,9 +649,41 @@ void set_data_path(DataConfig& data, const std::string& folder, const std::strin
 
 namespace {
 
-// yaml-cpp names the symptom ("illegal map value") at the token after the mistake. The two
-// mistakes made most often are named here at their own line: a tab in the indentation, and a key
-// without its ':'. Throws ConfigError when it finds one of them.
+// The innermost '{' or '[' still open where the parser stopped (quotes and comments skipped), as
+// {line, column, bracket}, 0-based; line -1: none.
+struct OpenBracket {
+  int line = -1, column = 0;
+  char bracket = 0;
+};
+OpenBracket unclosed_bracket(const std::vector<std::string>& lines, const YAML::Mark& stop) {
+  std::vector<OpenBracket> open;
+  for (int i = 0; i <= stop.line && i < static_cast<int>(lines.size()); ++i) {
+    const std::string& l = lines[static_cast<size_t>(i)];
+    const int end = i == stop.line ? std::min<int>(stop.column, static_cast<int>(l.size()))
+                                   : static_cast<int>(l.size());
+    char quote = 0;
+    for (int k = 0; k < end; ++k) {
+      const char c = l[static_cast<size_t>(k)];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#' && (k == 0 || l[static_cast<size_t>(k) - 1] == ' ')) {
+        break;
+      } else if (c == '{' || c == '[') {
+        open.push_back({i, k, c});
+      } else if ((c == '}' || c == ']') && !open.empty()) {
+        open.pop_back();
+      }
+    }
+  }
+  return open.empty() ? OpenBracket{} : open.back();
+}
+
+// yaml-cpp names the symptom ("illegal map value", "end of map flow not found") at the token
+// after the mistake. The mistakes made most often are named here at their own line: a tab in the
+// indentation, a key without its ':', and a '{' or '[' never closed. Throws ConfigError when it
+// finds one of them.
 void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
                         const std::string& file) {
   std::vector<std::string> lines;
@@ -672,6 +706,39 @@ void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
                             ":1: malformed YAML: the line is "
                             "indented with a tab",
                         "YAML indents with spaces only: replace the tab with spaces");
+  }
+  const bool unclosed =
+      e.msg == YAML::ErrorMsg::END_OF_MAP_FLOW || e.msg == YAML::ErrorMsg::END_OF_SEQ_FLOW;
+  const OpenBracket b = unclosed || e.msg == YAML::ErrorMsg::FLOW_END
+                            ? unclosed_bracket(lines, e.mark)
+                            : OpenBracket{};
+  auto closer = [](char open) { return open == '{' ? '}' : ']'; };
+  if (e.msg == YAML::ErrorMsg::FLOW_END && e.mark.line < static_cast<int>(lines.size())) {
+    const std::string& l = lines[static_cast<size_t>(e.mark.line)];
+    const char got =
+        static_cast<size_t>(e.mark.column) < l.size() ? l[static_cast<size_t>(e.mark.column)] : '?';
+    const char opener = got == '}' ? '{' : '[';
+    const std::string here =
+        file + ":" + mark_str(e.mark) + ": malformed YAML: the '" + got + "' here";
+    if (b.line < 0)
+      throw ConfigError(here + " closes nothing",
+                        fmt::format("remove it, or add the '{}' that opens it", opener));
+    throw ConfigError(fmt::format("{} does not close the '{}' opened at {}:{}:{}", here, b.bracket,
+                                  file, b.line + 1, b.column + 1),
+                      fmt::format("end the '{}' with '{}' before it, or add the '{}' that this "
+                                  "'{}' closes",
+                                  b.bracket, closer(b.bracket), opener, got));
+  }
+  if (unclosed && b.line >= 0) {
+    // Where the rest of its line leaves it open, the fix is a closer at the line's end.
+    int depth = 0;
+    for (char c : lines[static_cast<size_t>(b.line)].substr(static_cast<size_t>(b.column)))
+      depth += (c == '{' || c == '[') - (c == '}' || c == ']');
+    throw ConfigError(fmt::format("{}:{}:{}: malformed YAML: the '{}' here is never closed", file,
+                                  b.line + 1, b.column + 1, b.bracket),
+                      depth == 1 ? fmt::format("end it with '{}', e.g. '{}{}'", closer(b.bracket),
+                                               content(b.line), closer(b.bracket))
+                                 : fmt::format("add the '{}' that ends it", closer(b.bracket)));
   }
   if (e.msg == YAML::ErrorMsg::MAP_VALUE && before >= 0) {
     const std::string c = content(before);

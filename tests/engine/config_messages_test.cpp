@@ -67,6 +67,26 @@ TEST(ConfigMessages, KeyWithoutColonIsNamedWithTheFix) {
   EXPECT_NE(r.hint.find("e.g. 'epochs: 2'"), std::string::npos) << r.hint;
 }
 
+// yaml-cpp stops where it noticed ("end of map flow not found" lines later); the message names the
+// bracket at fault instead.
+TEST(ConfigMessages, AnUnclosedBracketIsNamedWhereItOpens) {
+  Refusal r = refusal_of(with("padding: 1}", "padding: 1"));
+  EXPECT_EQ(r.cause, "bad.yaml:4:13: malformed YAML: the '{' here is never closed");
+  EXPECT_EQ(r.hint, "end it with '}', e.g. '- conv2d: {filters: 4, kernel: 3, padding: 1}'");
+  Refusal list = refusal_of(with("input: {shape: [1, 8, 8]}", "input: {shape: [1, 8, 8}"));
+  EXPECT_EQ(list.cause,
+            "bad.yaml:2:24: malformed YAML: the '}' here does not close the '[' opened at "
+            "bad.yaml:2:16");
+  EXPECT_EQ(list.hint, "end the '[' with ']' before it, or add the '{' that this '}' closes");
+  Refusal extra = refusal_of(with("input: {shape: [1, 8, 8]}", "input: {shape: [1, 8, 8]}}"));
+  EXPECT_EQ(extra.cause, "bad.yaml:2:26: malformed YAML: the '}' here closes nothing");
+  // Brackets inside quotes and comments are text, not flow.
+  EXPECT_NO_THROW(parse_config(with("name: tiny", "name: \"t{[iny\"  # [{"), "good.yaml"));
+  Refusal after_quote = refusal_of(with("name: tiny\ninput: {shape: [1, 8, 8]}",
+                                        "name: \"t{[iny\"  # [{\ninput: {shape: [1, 8, 8]"));
+  EXPECT_EQ(after_quote.cause, "bad.yaml:2:8: malformed YAML: the '{' here is never closed");
+}
+
 TEST(ConfigMessages, LastKeyWithoutColonSuggestsTheColon) {
   // The last key of a block parses as one key "seed 3" with no value.
   Refusal r = refusal_of(with("seed: 3", "seed 3"));

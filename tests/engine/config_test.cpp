@@ -164,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(
     Config, ConfigErrors,
     ::testing::Values(
         BadConfig{"MalformedYaml", with("input: {shape: [1, 8, 8]}", "input: {shape: [1, 8, 8]"),
-                  {"bad.yaml:3:", "malformed YAML"}},
+                  {"bad.yaml:2:8: malformed YAML: the '{' here is never closed"}},
         BadConfig{"UnknownLayerType", with("- conv2d:", "- conv3d:"),
                   {"bad.yaml:4:5: layer 1: unknown layer type 'conv3d'", "conv2d"}},
         BadConfig{"MisspelledLayerKey", with("filters: 4", "filter: 4"),
