@@ -1,5 +1,7 @@
 // Batcher: per-epoch shuffled order from Philox, and normalised fp32 batches cut from uint8 data
 // (held, or decoded on the fly).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 
@@ -76,8 +78,7 @@ Batcher::Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t
   std = expand(std::move(std), 1.0f, "std");
   for (int64_t i = 0; i < c; ++i) {
     if (!(std[i] > 0.0f))
-      throw DataError("data.normalize.std[" + std::to_string(i) + "] is " + std::to_string(std[i]) +
-                          ", not a positive number",
+      throw DataError(fmt::format("data.normalize.std[{}] is {}, not a positive number", i, std[i]),
                       "give the standard deviation of the pixel values on [0, 1], e.g. 0.3081");
     // (x/255 - mean) / std == x * scale + shift.
     scale_.push_back(1.0f / (255.0f * std[i]));

@@ -132,8 +132,12 @@ TEST(Batcher, MeanCountOtherThanChannelsIsADataError) {
 
 TEST(Batcher, NonPositiveStdIsADataError) {
   Dataset d = indexed(10);
-  std::string msg = data_error([&] { Batcher b(d, 4, false, 0, {}, {0.0f}); });
-  EXPECT_TRUE(contains(msg, "std")) << msg;
+  for (const auto& [value, text] : {std::pair{0.0f, "0"}, {-0.5f, "-0.5"}}) {
+    std::string msg = data_error([&] { Batcher b(d, 4, false, 0, {}, {value}); });
+    EXPECT_EQ(msg, "data.normalize.std[0] is " + std::string(text) +
+                       ", not a positive number | hint: give the standard deviation of the pixel "
+                       "values on [0, 1], e.g. 0.3081");
+  }
 }
 
 TEST(Batcher, LastBatchIsShorter) {

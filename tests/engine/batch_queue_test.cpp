@@ -44,15 +44,18 @@ class FakeSource : public BatchSource {
       std::fill(images + k * floats_, images + (k + 1) * floats_, static_cast<float>(s));
     }
     --filling_;
+    ++filled_;
     if (b == bad) throw std::runtime_error("batch " + std::to_string(b) + " is bad");
     return n;
   }
   int64_t bad = -1;
+  int64_t filled() const { return filled_.load(); }  // fills finished
 
  private:
   int64_t samples_, batch_, floats_, epoch_ = 0;
   std::vector<int64_t> order_;
   mutable std::atomic<int> filling_{0};
+  mutable std::atomic<int64_t> filled_{0};
 };
 
 // Every sample of each batch of an epoch, as the queue hands them out; checks each sample's
@@ -128,7 +131,11 @@ TEST(BatchQueue, StopsWorkersThatWaitForAFreeBuffer) {
   auto q = std::make_unique<BatchQueue>(source, 1, 2, 4, aligned_host_memory);
   q->start_epoch(0);
   EXPECT_EQ(q->next().n, 2);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every buffer fills
+  // 4 workers have 9 buffers: the one handed out, and 8 that fill before every worker waits.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (source.filled() < 9 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(source.filled(), 9) << "the ring did not fill";
   q.reset();  // must return: joins workers blocked on a full ring
 }
 

@@ -153,31 +153,6 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_FALSE(std::filesystem::exists(temp_path(".round_trip.safetensors.tmp")));
 }
 
-// A file of an older version, without class names and batch size, still loads.
-TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
-  Tensors src = model_tensors();
-  const std::string path = temp_path("old_meta.safetensors");
-  write_checkpoint(path, src.named, some_meta());
-  const std::string bytes = read_all(path);
-  uint64_t len = 0;
-  for (int i = 7; i >= 0; --i) len = (len << 8) | static_cast<unsigned char>(bytes[i]);
-  std::string header = bytes.substr(8, len);
-  const size_t from = header.find(",\"class_names\":");
-  const size_t to = header.find("\"}", header.find("\"batch_size\":")) + 1;
-  ASSERT_NE(from, std::string::npos);
-  header.erase(from, to - from);
-  std::string old(8, '\0');
-  for (int i = 0; i < 8; ++i) old[i] = static_cast<char>(header.size() >> (8 * i));
-  write_all(path, old + header + bytes.substr(8 + len));
-
-  Tensors dst = model_tensors();
-  CheckpointMeta m = read_checkpoint(path, dst.named);
-  EXPECT_TRUE(m.class_names.empty());
-  EXPECT_EQ(m.batch_size, 0);
-  EXPECT_EQ(m.seed, 42u);
-  EXPECT_EQ(dst.values(1), src.values(1));
-}
-
 // Rewrites a checkpoint's header through `edit`, with its length and alignment set again.
 void rewrite_header(const std::string& path, const std::function<void(std::string&)>& edit) {
   const std::string bytes = read_all(path);
@@ -197,8 +172,25 @@ void erase_meta(const std::string& path, const std::string& key) {
   rewrite_header(path, [&](std::string& header) {
     const size_t from = header.find(",\"" + key + "\":");
     ASSERT_NE(from, std::string::npos) << key;
-    header.erase(from, header.find('"', header.find(":\"", from) + 2) + 1 - from);
+    size_t end = header.find(":\"", from) + 2;  // the value's first character
+    while (header[end] != '"') end += header[end] == '\\' ? 2 : 1;
+    header.erase(from, end + 1 - from);
   });
+}
+
+// A file of an older version, without class names and batch size, still loads.
+TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("old_meta.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  for (const char* key : {"class_names", "batch_size"}) erase_meta(path, key);
+  Tensors dst = model_tensors();
+  CheckpointMeta m = read_checkpoint(path, dst.named);
+  EXPECT_TRUE(m.class_names.empty());
+  EXPECT_EQ(m.batch_size, 0);
+  EXPECT_EQ(m.seed, 42u);
+  EXPECT_EQ(m.best_epoch, 2) << "the fields after them are read";
+  EXPECT_EQ(dst.values(1), src.values(1));
 }
 
 // Before steps could be skipped (on_nan: skip_step) every step was an optimizer update.
@@ -382,13 +374,20 @@ TEST(Checkpoint, NewestInAFolderIsFound) {
   std::filesystem::create_directories(dir);
   EXPECT_THROW(find_checkpoint(dir), CheckpointError);
   Tensors src = model_tensors();
-  write_checkpoint(dir + "/epoch-1.safetensors", src.named, some_meta());
-  write_checkpoint(dir + "/epoch-2.safetensors", src.named, some_meta());
-  std::filesystem::last_write_time(
-      dir + "/epoch-1.safetensors",
-      std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
-  EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-2.safetensors");
-  EXPECT_EQ(find_checkpoint(dir + "/epoch-1.safetensors"), dir + "/epoch-1.safetensors");
+  // The newest by time, not by name: epoch-2 is left from an earlier, longer run.
+  const auto now = std::filesystem::file_time_type::clock::now();
+  auto write_at = [&](const std::string& name, std::chrono::minutes age) {
+    write_checkpoint(dir + "/" + name, src.named, some_meta());
+    std::filesystem::last_write_time(dir + "/" + name, now - age);
+  };
+  write_at("epoch-2.safetensors", std::chrono::minutes(60));
+  write_at("epoch-1.safetensors", std::chrono::minutes(30));
+  EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-1.safetensors");
+  // Newer still, and never taken: the best epoch's file, and a hidden one (a write in progress).
+  write_at("best.safetensors", std::chrono::minutes(1));
+  write_at(".epoch-3.safetensors", std::chrono::minutes(0));
+  EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-1.safetensors");
+  EXPECT_EQ(find_checkpoint(dir + "/epoch-2.safetensors"), dir + "/epoch-2.safetensors");
 }
 
 }  // namespace

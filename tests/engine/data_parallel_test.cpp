@@ -240,21 +240,69 @@ TEST(DataParallel, TwoProcessesTrainLikeOneWhoseBatchIsBoth) {
   EXPECT_LT(testing::relative_error(weights[0], {whole_weights.begin(), whole_weights.end()}), 1e-5);
 }
 
+// Every batch is the source's first: processes that take other batches still see the same
+// samples.
+class FirstBatchOnly : public BatchSource {
+ public:
+  explicit FirstBatchOnly(BatchSource& source) : source_(source) {}
+  int64_t size() const override { return source_.size(); }
+  int64_t batches_per_epoch() const override { return source_.batches_per_epoch(); }
+  void start_epoch(int64_t epoch) override { source_.start_epoch(epoch); }
+  int64_t fill(int64_t, float* images, int32_t* labels) const override {
+    return source_.fill(0, images, labels);
+  }
+
+ private:
+  BatchSource& source_;
+};
+
+// A member that keeps what it contributed to the first sum of `n` floats (the first step's
+// gradients, when n is the parameter count).
+class RecordingRank : public ThreadRank {
+ public:
+  RecordingRank(Group& group, int rank, size_t n) : ThreadRank(group, rank), n_(n) {}
+  void sum(float* data, size_t n) override {
+    if (n == n_ && contribution.empty()) contribution.assign(data, data + n);
+    ThreadRank::sum(data, n);
+  }
+  std::vector<float> contribution;
+
+ private:
+  size_t n_;
+};
+
 TEST(DataParallel, EachProcessDrawsItsOwnDropoutMasksAndTheWeightsStayEqual) {
   EXPECT_EQ(process_seed(4, 0), 4u) << "one process trains as it always did";
   EXPECT_NE(process_seed(4, 1), process_seed(4, 0));
-  const std::string layers =
+  const std::string dropout =
       std::string(kPlainLayers)
           .insert(std::string(kPlainLayers).find("  - dense"), "  - dropout: {rate: 0.5}\n");
-  std::vector<std::vector<float>> weights(2);
-  run_processes(2, [&](int rank, Communicator& comm) {
-    SmallRun half(16, layers);
-    TrainOptions options;
-    options.comm = &comm;
-    half.train(options);
-    weights[static_cast<size_t>(rank)] = half.weights();
-  });
-  EXPECT_EQ(weights[0], weights[1]);
+  // Both processes train on the same samples: their first gradients differ only where their
+  // dropout masks do. Without dropout they are equal, which shows that the data is the same.
+  auto run = [](const std::string& layers) {
+    const size_t params = static_cast<size_t>(SmallRun(16, layers).weights().size());
+    std::vector<std::vector<float>> contributions(2), weights(2);
+    Group group(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        RecordingRank comm(group, r, params);
+        SmallRun half(16, layers);
+        TrainOptions options;
+        options.comm = &comm;
+        half.train(options, [](BatchSource& s) { return std::make_unique<FirstBatchOnly>(s); });
+        contributions[static_cast<size_t>(r)] = comm.contribution;
+        weights[static_cast<size_t>(r)] = half.weights();
+      });
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(contributions[0].size(), params) << "no sum of the gradients' size was seen";
+    EXPECT_EQ(weights[0], weights[1]) << "the weights must stay equal, bit for bit";
+    return contributions;
+  };
+  const auto plain = run(kPlainLayers);
+  EXPECT_EQ(plain[0], plain[1]) << "the same samples without dropout: the same gradients";
+  const auto masked = run(dropout);
+  EXPECT_NE(masked[0], masked[1]) << "both processes drew the same dropout masks";
 }
 
 TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {

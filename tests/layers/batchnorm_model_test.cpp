@@ -11,6 +11,8 @@
 #include "engine/layer_registry.h"
 #include "engine/rng.h"
 #include "engine/trainer.h"
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
 
 namespace tandem {
 namespace {
@@ -80,6 +82,27 @@ TEST(BatchNormModel, TrainingMovesTheRunningStatisticsThatEvalUses) {
   // The inputs are around 2: the conv layer's output mean moved the first running mean.
   for (float v : m.values(buffers[0].second)) EXPECT_NE(v, 0.f);
   for (float v : m.values(buffers[3].second)) EXPECT_NE(v, 1.f);
+
+  // Eval normalizes each batchnorm layer's input with its running mean and variance (in that
+  // order), its trained scale and shift: the reference's inference formula, layer by layer.
+  m.logits(false);
+  std::vector<std::vector<float>> scale_shift;  // batchnorm_1 weight, bias, batchnorm_2 ...
+  for (Param* p : m.graph.params())
+    if (p->name.starts_with("batchnorm_")) scale_shift.push_back(m.values(p->value));
+  ASSERT_EQ(scale_shift.size(), 4u);
+  struct At {
+    size_t layer, channels, inner;
+  };
+  const At bn[2] = {{1, 3, 36}, {5, 8, 1}};  // layers batchnorm_1 (C=3, 6x6) and batchnorm_2
+  for (size_t k = 0; k < 2; ++k) {
+    const std::vector<float> in = m.values(m.graph.output(bn[k].layer - 1, 8));
+    const std::vector<float> out = m.values(m.graph.output(bn[k].layer, 8));
+    const auto want = reference::batchnorm_inference(
+        in, scale_shift[2 * k], scale_shift[2 * k + 1], m.values(buffers[2 * k].second),
+        m.values(buffers[2 * k + 1].second), 8, static_cast<int64_t>(bn[k].channels),
+        static_cast<int64_t>(bn[k].inner), 1e-5);
+    EXPECT_LT(testing::relative_error(out, want), 1e-5) << "batchnorm_" << k + 1;
+  }
 }
 
 TEST(BatchNormModel, ACheckpointRestoresTheRunningStatistics) {

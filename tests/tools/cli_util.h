@@ -60,14 +60,26 @@ data: {format: synthetic, classes: 4, train_size: 256, test_size: 64, seed: 3}
 }
 
 // An empty path under the test temp folder: what a previous run left there is removed.
+// A folder of the running test's own under the temporary folder (ending in '/'): ctest runs tests
+// in parallel, and two that wrote the same file name would read each other's.
+inline std::string test_temp_dir() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = t ? std::string(t->test_suite_name()) + "." + t->name() : "outside-a-test";
+  for (char& c : name)
+    if (c == '/') c = '_';  // parameterised tests: "Suite/Test/0"
+  const std::string dir = ::testing::TempDir() + name + "/";
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 inline std::string fresh_dir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + name;
+  const std::string dir = test_temp_dir() + name;
   std::filesystem::remove_all(dir);
   return dir;
 }
 
 inline std::string write_temp_file(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + name;
+  std::string path = test_temp_dir() + name;
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   std::ofstream(tmp) << text;
   std::rename(tmp.c_str(), path.c_str());
