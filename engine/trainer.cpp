@@ -49,15 +49,25 @@ Graph::LayerHook trace_layers(Backend& backend, std::vector<LayerProfile>& rows,
 constexpr int64_t kMaxSkippedInARow = 10;
 constexpr int64_t kSkippedStepsReported = 10;
 
-// A non-finite step that stops the run: its cause, and the learning rate to try.
+// A non-finite step that stops the run: its cause, and the learning rate to try: a tenth of it,
+// and no more than the optimizer's usual one (a tenth of 1e6 would diverge too).
 NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause) {
+  const bool sgd = opt.type == "sgd";
+  const double usual = !sgd ? 0.001 : opt.momentum > 0 ? 0.01 : 0.1;
+  const double next = std::min(opt.lr / 10, usual);
+  const std::string range =
+      opt.lr / 10 > usual
+          ? fmt::format(
+                ", usual for {}{}", opt.type,
+                sgd && opt.momentum > 0 ? fmt::format(" with momentum {:g}", opt.momentum) : "")
+          : "";
   return NumericsError(
       std::move(cause),
       lr == opt.lr
-          ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g})", lr, lr / 10)
+          ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g}{})", lr, next, range)
           : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
-                        "{:g}; try --lr {:g} or a gentler schedule)",
-                        lr, opt.lr, opt.lr / 10));
+                        "{:g}; try --lr {:g}{} or a gentler schedule)",
+                        lr, opt.lr, next, range));
 }
 
 // "NaN", "infinite" or "2.3026".

@@ -228,6 +228,33 @@ std::string reason_of(const Error& e) {
   return e.hint().empty() ? e.cause() : e.cause() + "; " + e.hint();
 }
 
+// A device list's GPUs start before any device runs, so that one that cannot run here is told at
+// once rather than after the devices before it (a CPU run of many epochs). By list position: the
+// started backend, or why it could not start; CPU entries stay empty (each starts in its turn).
+struct Started {
+  std::unique_ptr<Backend> backend;
+  std::string reason;  // not empty: it cannot run
+};
+std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
+                                const std::function<BackendOptions(const DeviceSpec&)>& options) {
+  std::vector<Started> out(devices.size());
+  if (devices.size() < 2) return out;  // a lone device's error is the command's
+  for (size_t k = 0; k < devices.size(); ++k) {
+    if (devices[k].backend != "gpu") continue;
+    try {
+      out[k].backend = create_backend("gpu", options(devices[k]));
+    } catch (const Error& e) {
+      if (e.code() != ExitCode::kDevice) throw;
+      out[k].reason = reason_of(e);
+      std::fflush(stdout);
+      fmt::print(stderr,
+                 "error: {} cannot run: {}\n{}the other devices run; its row says not run\n",
+                 devices[k].label, e.cause(), e.hint().empty() ? "" : "hint: " + e.hint() + "\n");
+    }
+  }
+  return out;
+}
+
 void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,
                      const std::string& device) {
   const std::string own = backend.name() == "gpu" ? "tandem CUDA kernels" : "tandem OpenMP loops";
@@ -519,14 +546,26 @@ int run_train(const RunRequest& r) {
   if (!r.metrics_path.empty() && lead)
     metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
 
+  auto options_of = [&](const DeviceSpec& device) {
+    BackendOptions o = backend_options(config, device);
+    o.batch_size = config.train.batch_size;  // bench's rows differ: it names none
+    return o;
+  };
+  // In a data-parallel run a device that fails in one process ends them all (below).
+  std::vector<Started> started =
+      comm.size() > 1 ? std::vector<Started>(devices.size()) : start_gpus(devices, options_of);
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
-    DeviceRun run{devices[k], "", {}, {}};
+    DeviceRun run{devices[k], started[k].reason, {}, {}};
+    if (!run.ran()) {
+      runs.push_back(std::move(run));
+      continue;
+    }
     if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
     try {
-      BackendOptions device_options = backend_options(config, run.device);
-      device_options.batch_size = config.train.batch_size;  // bench's rows differ: it names none
-      std::unique_ptr<Backend> backend = create_backend(run.device.backend, device_options);
+      std::unique_ptr<Backend> backend =
+          started[k].backend ? std::move(started[k].backend)
+                             : create_backend(run.device.backend, options_of(run.device));
       if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
       std::fflush(stdout);
       Config c = config;
@@ -603,6 +642,14 @@ int run_train(const RunRequest& r) {
                  run.device.label, 100 * last.test_accuracy, last.test_loss, last.epoch,
                  last.epoch == 1 ? "" : "s", format_duration(training_seconds(run.result)),
                  format_count(images_per_second(run.result)));
+      // A run that ends where guessing would is a run to hear about, not a success.
+      const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, model.classes()));
+      if (data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
+        fmt::print(
+            "  note: {:.2f}% is about chance for {} classes ({:.0f}%): the model has not "
+            "learnt; the usual causes are a learning rate too high (this run's: {:g}) or too "
+            "low, too few epochs, or labels that do not match their images\n",
+            100 * last.test_accuracy, model.classes(), 100 * chance, c.train.optimizer.lr);
     } catch (const Error& e) {
       // In a list, an unusable device (or a run that blew up) gets its row; the others still run.
       const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
@@ -666,10 +713,18 @@ int threads_used(const BackendOptions& options, const DeviceSpec& device) {
 }
 
 // The reference row for speedups: the first device's row at the same batch size, if it ran.
-const BenchRow* reference_row(const std::vector<BenchRow>& rows, const BenchRow& row) {
+// The device speedups are against: the first of the list that ran (one that could not start,
+// such as a GPU here, leaves it to the next), as side-by-side training does.
+std::string reference_device(const std::vector<BenchRow>& rows) {
   for (const BenchRow& r : rows)
-    if (r.device.label == rows.front().device.label && r.batch == row.batch)
-      return r.ran() ? &r : nullptr;
+    if (r.ran()) return r.device.label;
+  return rows.front().device.label;
+}
+
+const BenchRow* reference_row(const std::vector<BenchRow>& rows, const BenchRow& row) {
+  const std::string ref = reference_device(rows);
+  for (const BenchRow& r : rows)
+    if (r.device.label == ref && r.batch == row.batch) return r.ran() ? &r : nullptr;
   return nullptr;
 }
 
@@ -694,8 +749,12 @@ std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::stri
 void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
                 const std::string& config) {
   PlotPanel speed{config + ": training throughput", "batch size", "images/s", {}, true, true};
-  PlotPanel ratio{"Training speedup against " + rows.front().device.label, "batch size",
-                  "speedup (x)", {}, true, true};
+  PlotPanel ratio{"Training speedup against " + reference_device(rows),
+                  "batch size",
+                  "speedup (x)",
+                  {},
+                  true,
+                  true};
   std::vector<std::string> labels;
   for (const BenchRow& r : rows)
     if (std::find(labels.begin(), labels.end(), r.device.label) == labels.end())
@@ -787,6 +846,11 @@ int run_bench(const RunRequest& r) {
   if (r.steps < 1 || r.warmup < 0)
     throw UsageError("--steps must be at least 1 and --warmup at least 0",
                      "e.g. --steps 20 --warmup 5");
+  if (r.batch_size && !r.batch_sizes.empty())
+    throw UsageError(fmt::format("--batch-size {} and --batch-sizes {} are both given: bench would "
+                                 "measure the list only",
+                                 *r.batch_size, fmt::join(r.batch_sizes, ",")),
+                     "give --batch-sizes for several, or --batch-size for one");
   std::vector<int64_t> batches = r.batch_sizes;
   if (batches.empty()) batches.push_back(config.train.batch_size);
   for (int64_t b : batches)
@@ -795,17 +859,27 @@ int run_bench(const RunRequest& r) {
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);
   const bool text = !r.json;
 
+  auto options_of = [&](const DeviceSpec& device) {
+    BackendOptions o = backend_options(config, device);
+    if (batches.size() == 1) o.batch_size = batches.front();  // for an out-of-memory hint
+    return o;
+  };
+  std::vector<Started> started = start_gpus(devices, options_of);
   std::vector<BenchRow> rows;
-  for (const DeviceSpec& device : devices) {
-    BackendOptions options = backend_options(config, device);
-    if (batches.size() == 1) options.batch_size = batches.front();  // for an out-of-memory hint
-    std::unique_ptr<Backend> backend;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const DeviceSpec& device = devices[k];
+    const BackendOptions options = options_of(device);
+    std::unique_ptr<Backend> backend = std::move(started[k].backend);
+    std::string reason = started[k].reason;
     try {
-      backend = create_backend(device.backend, options);
+      if (reason.empty() && !backend) backend = create_backend(device.backend, options);
     } catch (const DeviceError& e) {
       if (devices.size() == 1) throw;
+      reason = reason_of(e);
+    }
+    if (!reason.empty()) {
       for (int64_t b : batches)
-        rows.push_back({device, threads_used(options, device), b, reason_of(e), {}});
+        rows.push_back({device, threads_used(options, device), b, reason, {}});
       continue;
     }
     if (text && !r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
@@ -877,7 +951,7 @@ int run_bench(const RunRequest& r) {
                                  "train GFLOP/s", "train speedup", "infer speedup"},
                                 table));
   fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
-             rows.front().device.label);
+             reference_device(rows));
   for (const std::string& n : notes) fmt::print("  note: {}\n", n);
   double fastest = 0;
   for (const BenchRow& row : rows)

@@ -200,11 +200,17 @@ std::string general_help() {
   std::string s =
       "tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.\n\nusage:\n";
   for (const Command& c : kCommands) s += c.usage;
-  s += "  trainer --help | --version\n\n" + kDevices + "\nflags (override the config):\n" +
-       flag_rows(flags_of_list("flags")) + "\n";
+  s += "  trainer help [COMMAND] | --help | --version\n\n" + kDevices +
+       "\nflags (override the config):\n" + flag_rows(flags_of_list("flags")) + "\n";
   for (const Command& c : kCommands)
     if (c.name == "bench") s += c.about + flag_rows(flags_of_list("bench"), 20) + "\n";
   return s + kDataParallel + "\n" + kSignals + "\n" + kExitStatus;
+}
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> out;
+  for (const Command& c : kCommands) out.push_back(c.name);
+  return out;
 }
 
 std::string command_help(const std::string& command) {
@@ -242,6 +248,11 @@ std::vector<std::string> flag_names() {
         std::find(out.begin(), out.end(), name) == out.end())
       out.push_back(name);
   return out;
+}
+
+bool is_switch(const std::string& flag) {
+  if (flag == "--help" || flag == "--version") return true;
+  return std::any_of(kFlags.begin(), kFlags.end(), [&](const Flag& f) { return f.name == flag; });
 }
 
 }  // namespace tandem

@@ -9,6 +9,9 @@ namespace tandem {
 
 std::string general_help();
 
+// The commands, in the order of trainer --help: train, bench, devices, ...
+std::vector<std::string> command_names();
+
 // The usage, flags, notes and an example of one command: train, bench, devices, export-images,
 // eval or predict.
 std::string command_help(const std::string& command);
@@ -19,5 +22,8 @@ std::vector<std::string> commands_of_flag(const std::string& flag);
 
 // Every flag of the table, once each ("--epochs").
 std::vector<std::string> flag_names();
+
+// A flag that takes no value: --quiet, --json, --help, ...
+bool is_switch(const std::string& flag);
 
 }  // namespace tandem

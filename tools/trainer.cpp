@@ -1,5 +1,6 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -138,18 +139,53 @@ void check_device_name(const std::string& d) {
 }
 
 int run(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
+  // "--lr=0.02" is "--lr 0.02".
+  std::vector<std::string> args;
+  for (int k = 1; k < argc; ++k) {
+    const std::string a = argv[k];
+    const size_t eq = a.find('=');
+    if (a.starts_with("--") && eq != std::string::npos) {
+      if (tandem::is_switch(a.substr(0, eq)))
+        throw tandem::UsageError(a.substr(0, eq) + " takes no value, got '" + a + "'",
+                                 "write " + a.substr(0, eq) + " alone");
+      args.push_back(a.substr(0, eq));
+      args.push_back(a.substr(eq + 1));
+    } else {
+      args.push_back(a);
+    }
+  }
+  const std::vector<std::string> commands = tandem::command_names();
   std::string command = "train";
   size_t i = 0;
-  if (!args.empty() && (args[0] == "bench" || args[0] == "devices" || args[0] == "train" ||
-                        args[0] == "export-images" || args[0] == "eval" ||
-                        args[0] == "predict")) {
+  if (!args.empty() && std::find(commands.begin(), commands.end(), args[0]) != commands.end()) {
     command = args[0];
     i = 1;
+  } else if (!args.empty() && args[0] == "version") {
+    fmt::print("tandem {}\n", TANDEM_VERSION);
+    return 0;
+  } else if (!args.empty() && args[0] == "help") {  // "trainer help", "trainer help bench"
+    if (args.size() > 2 || (args.size() == 2 &&
+                            std::find(commands.begin(), commands.end(), args[1]) == commands.end()))
+      throw tandem::UsageError(
+          "trainer help takes one command name, got '" +
+              fmt::format("{}", fmt::join(args.begin() + 1, args.end(), " ")) + "'",
+          fmt::format("give one of {}, or nothing for the whole help", fmt::join(commands, ", ")));
+    std::fputs((args.size() == 2 ? tandem::command_help(args[1]) : tandem::general_help()).c_str(),
+               stdout);
+    return 0;
+  } else if (!args.empty() && !args[0].starts_with("-")) {  // a misspelt command: "bnech"
+    std::vector<std::string> words = commands;
+    words.insert(words.end(), {"help", "version"});
+    if (const std::string guess = tandem::closest_name(args[0], words); !guess.empty())
+      throw tandem::UsageError("unknown command '" + args[0] + "'; did you mean '" + guess + "'?",
+                               fmt::format("the commands are {} (train when none is given); see "
+                                           "trainer --help",
+                                           fmt::join(commands, ", ")));
   }
   const bool named = i == 1;  // "trainer bench --help" is bench's help, "trainer --help" all of it
   tandem::RunRequest r;
-  r.command_line.assign(argv, argv + argc);
+  r.command_line.push_back(argv[0]);
+  r.command_line.insert(r.command_line.end(), args.begin(), args.end());
   spdlog::set_level(spdlog::level::warn);
   std::map<std::string, std::string> given;  // flag -> its value, so that a second one is refused
   for (; i < args.size(); ++i) {

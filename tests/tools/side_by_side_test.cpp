@@ -108,6 +108,23 @@ TEST(SideBySide, AnUnusableGpuGetsItsRowAndThePartialExitStatus) {
                       r.out.find("gpu: not run: this build has no GPU backend") != std::string::npos;
   EXPECT_TRUE(reason) << r.out;
   EXPECT_NE(run_trainer("--help").out.find("8 a device of a list could not run"), std::string::npos);
+  // Told before the CPU trains, not after it.
+  const size_t told = r.out.find("error: gpu cannot run: ");
+  EXPECT_NE(told, std::string::npos) << r.out;
+  EXPECT_LT(told, r.out.find("cpu: test accuracy")) << r.out;
+  EXPECT_NE(r.out.find("the other devices run; its row says not run"), std::string::npos) << r.out;
+}
+
+// A bench whose first device cannot run takes the next one as the speedups' reference, as
+// training's side-by-side table does.
+TEST(SideBySide, BenchWithAnUnusableFirstDeviceComparesWithTheNext) {
+  if (gpu_usable()) GTEST_SKIP() << "a GPU is usable here, so no device of gpu,cpu fails";
+  auto r = run_trainer("bench --config " + small_config() +
+                       " --device gpu,cpu:1 --batch-size 8 --steps 2 --warmup 1");
+  EXPECT_EQ(r.status, 8) << r.out;
+  EXPECT_NE(r.out.find("(speedups against cpu:1 at the same batch size"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(cpu:1 +8 .* 1\.00x +1\.00x)"))) << r.out;
 }
 
 TEST(SideBySide, ASingleUnusableDeviceIsStillAnError) {

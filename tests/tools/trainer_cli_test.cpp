@@ -38,6 +38,87 @@ TEST(TrainerCli, VersionPrintsTheVersion) {
   EXPECT_NE(r.out.find("tandem 0."), std::string::npos);
 }
 
+TEST(TrainerCli, HelpAndVersionAreAlsoCommands) {
+  Result all = trainer("help"), bench = trainer("help bench"), version = trainer("version");
+  EXPECT_EQ(all.status, 0) << all.out;
+  EXPECT_EQ(all.out, trainer("--help").out);
+  EXPECT_EQ(bench.status, 0) << bench.out;
+  EXPECT_EQ(bench.out, trainer("bench --help").out);
+  EXPECT_EQ(version.out, trainer("--version").out);
+  Result other = trainer("help bnech");
+  EXPECT_EQ(other.status, 2) << other.out;
+  EXPECT_NE(other.out.find("error: trainer help takes one command name, got 'bnech'"),
+            std::string::npos)
+      << other.out;
+}
+
+TEST(TrainerCli, AMisspeltCommandGetsTheNearest) {
+  Result r = trainer("bnech --config x.yaml");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: unknown command 'bnech'; did you mean 'bench'?"), std::string::npos)
+      << r.out;
+  EXPECT_NE(
+      r.out.find("hint: the commands are train, bench, devices, export-images, eval, predict"),
+      std::string::npos)
+      << r.out;
+}
+
+// --flag=value is --flag value; a flag that takes no value refuses one.
+TEST(TrainerCli, FlagsTakeTheirValueAfterAnEqualsSignToo) {
+  const std::string config = write_temp("equals.yaml", R"(name: equals
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 3}
+data: {format: synthetic, classes: 3, train_size: 32, test_size: 8}
+train: {epochs: 3, batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
+)");
+  Result r = trainer("--config=" + config + " --epochs=1 --lr=0.05 --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("after 1 epoch,"), std::string::npos) << r.out;
+  Result twice = trainer("--config " + config + " --epochs=1 --epochs 2");
+  EXPECT_EQ(twice.status, 2) << twice.out;
+  EXPECT_NE(twice.out.find("--epochs is given twice ('1', then '2')"), std::string::npos)
+      << twice.out;
+  Result flag = trainer("--config " + config + " --quiet=1");
+  EXPECT_EQ(flag.status, 2) << flag.out;
+  EXPECT_NE(flag.out.find("error: --quiet takes no value, got '--quiet=1'"), std::string::npos)
+      << flag.out;
+}
+
+TEST(TrainerCli, BenchRefusesABatchSizeBesideBatchSizes) {
+  Result r = trainer("bench --config " + source("configs/lenet.yaml") +
+                     " --batch-sizes 16,64 --batch-size 32");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --batch-size 32 and --batch-sizes 16,64 are both given"),
+            std::string::npos)
+      << r.out;
+}
+
+// A run that ends where guessing would says so, with the learning rate it had.
+TEST(TrainerCli, ARunThatEndsAtChanceSaysSo) {
+  const std::string config = write_temp("chance.yaml", R"(name: chance
+input: {shape: [1, 8, 8]}
+layers:
+  - flatten
+  - dense: {units: 4}
+data: {format: synthetic, classes: 4, train_size: 32, test_size: 400}
+train: {epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 1.0e-9}}
+)");
+  Result r = trainer("--config " + config + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(test accuracy ([0-9.]+)%)"))) << r.out;
+  if (std::stod(m[1]) >= 31) GTEST_SKIP() << "this seed's untrained model beat chance: " << r.out;
+  EXPECT_NE(r.out.find("is about chance for 4 classes (25%): the model has not learnt; the usual "
+                       "causes are a learning rate too high (this run's: 1e-09) or too low"),
+            std::string::npos)
+      << r.out;
+  Result learnt = trainer("--config " + source("configs/mlp.yaml") + " --epochs 1 --quiet");
+  ASSERT_EQ(learnt.status, 0) << learnt.out;
+  EXPECT_EQ(learnt.out.find("about chance"), std::string::npos) << learnt.out;
+}
+
 TEST(TrainerCli, UnknownFlagIsAUsageError) {
   Result r = trainer("--config x.yaml --epoch 3");
   EXPECT_EQ(r.status, 2);
