@@ -944,9 +944,11 @@ int run_bench(const RunRequest& r) {
           row.device.label, row.batch, b.train_images_per_second / ref->b.train_images_per_second,
           ref->device.label, b.train_ms));
   }
-  fmt::print("\n{}: median of {} steps per row, after {} warm-up steps that are not counted "
-             "(primitive creation, cuDNN algorithm search, first allocations)\n",
-             config.name, r.steps, r.warmup);
+  fmt::print(
+      "\n{}: median of {} step{} per row, after {} warm-up step{} that {} not counted "
+      "(primitive creation, cuDNN algorithm search, first allocations)\n",
+      config.name, r.steps, r.steps == 1 ? "" : "s", r.warmup, r.warmup == 1 ? "" : "s",
+      r.warmup == 1 ? "is" : "are");
   fmt::print("{}", format_table({"device", "batch", "train ms/step", "train img/s", "infer img/s",
                                  "train GFLOP/s", "train speedup", "infer speedup"},
                                 table));

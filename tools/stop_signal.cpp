@@ -15,7 +15,12 @@ struct sigaction g_old_int, g_old_term;
 void on_signal(int sig) {
   // The second one: the user means it. Before training there is nothing to save: as the default
   // action would (mpirun's SIGTERM after another process failed ends this one quietly too).
-  if (g_signal != 0 || !g_armed) _exit(128 + sig);
+  if (g_signal != 0) {
+    static const char quit[] = "\nstopped at once: no checkpoint of this step\n";
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, quit, sizeof quit - 1);
+    _exit(128 + sig);
+  }
+  if (!g_armed) _exit(128 + sig);
   g_signal = sig;
   // Static: in read-only memory, not in a frame that an instrumented build allocates.
   static const char msg[] =
