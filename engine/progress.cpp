@@ -1,12 +1,12 @@
 // The progress bar and the number formats of the user-facing output.
 #include "engine/progress.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
-
-#include <fmt/format.h>
 
 namespace tandem {
 
@@ -47,6 +47,12 @@ std::string ProgressBar::line(int64_t done, double loss, double acc, double ips,
                      total_, bar, when, loss, acc, format_count(ips));
 }
 
+namespace {
+std::atomic<bool> g_line_open{false};
+}  // namespace
+
+bool progress_line_open() { return g_line_open.load(); }
+
 void ProgressBar::update(int64_t done, double loss, double acc, double ips) {
   done_ = done;
   loss_ = loss;
@@ -59,6 +65,7 @@ void ProgressBar::update(int64_t done, double loss, double acc, double ips) {
     last_draw_ = now;
     std::fprintf(stdout, "\r%s\033[K", line(done, loss, acc, ips, false).c_str());
     std::fflush(stdout);
+    g_line_open = true;
   } else {
     int64_t quarter = total_ ? 4 * done / total_ : 4;
     if (quarter > last_quarter_ && done < total_) {
@@ -75,6 +82,7 @@ void ProgressBar::finish(const std::string& summary) {
   std::fprintf(stdout, "%s%s%s%s\n", tty_ ? "\r" : "", l.c_str(), summary.c_str(),
                tty_ ? "\033[K" : "");
   std::fflush(stdout);
+  g_line_open = false;
 }
 
 std::string format_bytes(size_t bytes) {

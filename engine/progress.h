@@ -27,6 +27,9 @@ class ProgressBar {
   int64_t done_ = 0;
 };
 
+// Whether a progress line is on the terminal without its end (a message then starts a new line).
+bool progress_line_open();
+
 // "3.2s", "1m 04s", "1h 02m"
 std::string format_duration(double seconds);
 // "12,345"

@@ -17,6 +17,7 @@
 #include "engine/communicator.h"
 #include "engine/config.h"  // closest_name
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "tools/app.h"
 #include "tools/help.h"
 
@@ -309,11 +310,15 @@ int run_and_report(int argc, char** argv, std::string* untold) {
     return w.rank() > 0 && (c == ExitCode::kUsage || c == ExitCode::kConfig ||
                             c == ExitCode::kNumerics || c == ExitCode::kDevice);
   };
+  // An error ends the progress line it interrupts, and else starts where the output stands.
+  auto line_start = [] {
+    std::fflush(stdout);
+    return tandem::progress_line_open() ? "\n" : "";
+  };
   try {
     return run(argc, argv);
   } catch (const tandem::Error& e) {
-    std::fflush(stdout);
-    std::string text = fmt::format("\nerror{}: {}\n", who, e.cause());
+    std::string text = fmt::format("{}error{}: {}\n", line_start(), who, e.cause());
     if (!e.hint().empty()) text += fmt::format("hint: {}\n", e.hint());
     if (shared(e.code()))
       *untold = text;
@@ -321,12 +326,13 @@ int run_and_report(int argc, char** argv, std::string* untold) {
       fmt::print(stderr, "{}", text);
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "\nerror{}: out of host memory\nhint: try a smaller --batch-size\n", who);
+    fmt::print(stderr, "{}error{}: out of host memory\nhint: try a smaller --batch-size\n",
+               line_start(), who);
     return static_cast<int>(tandem::ExitCode::kDevice);
   } catch (const std::exception& e) {
     fmt::print(stderr,
-               "\nerror{}: internal error: {}\nhint: please report this with the command line\n",
-               who, e.what());
+               "{}error{}: internal error: {}\nhint: please report this with the command line\n",
+               line_start(), who, e.what());
     return static_cast<int>(tandem::ExitCode::kInternal);
   }
 }
