@@ -65,9 +65,9 @@ int run_eval(const RunRequest& r) {
   auto name_of = [&](int64_t c) {
     return c < static_cast<int64_t>(test.class_names.size()) ? test.class_names[c] : std::to_string(c);
   };
-  fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} samples\n", path,
+  fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} sample{}\n", path,
              meta.epoch, meta.step, meta.device, meta.version, device.label, test.name,
-             format_count(static_cast<double>(seen)));
+             format_count(static_cast<double>(seen)), seen == 1 ? "" : "s");
   fmt::print("loss {:.4f}  accuracy {:.2f}% ({} of {})\n\n", loss_sum / static_cast<double>(seen),
              100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
   std::vector<Row> per_class;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,9 @@ const PLINT kGreen[] = {255, 0, 119, 127, 160, 39, 103, 86, 119};
 const PLINT kBlue[] = {255, 0, 180, 14, 44, 40, 189, 75, 194};
 constexpr int kColors = sizeof(kRed) / sizeof(kRed[0]);
 
+// Text height, relative to PLplot's default, and the points' glyphs relative to the text.
+constexpr double kTextScale = 0.9, kPointScale = 0.6;
+
 int series_color(int device) { return kFirstSeriesColor + device % (kColors - kFirstSeriesColor); }
 
 // PLplot calls this on a fatal error, then exit() with what it returns; tandem's checks before
@@ -42,7 +46,47 @@ int plot_failed(const char* message) {
   return static_cast<int>(ExitCode::kUsage);
 }
 
-void draw_panel(const PlotPanel& p) {
+// Tick labels of the y axis, written here rather than by PLplot: PLplot moves a common power of
+// ten into a "(x10^4)" label at the top of the axis, where it runs into the panel's title.
+struct TickFormat {
+  double step = 1, unit = 1;  // unit 1e3 or 1e6 with suffix "k" or "M"
+  const char* suffix = "";
+  int decimals = 0;
+};
+
+void format_tick(PLINT, PLFLT value, char* label, PLINT length, PLPointer data) {
+  const TickFormat& f = *static_cast<const TickFormat*>(data);
+  if (std::fabs(value) < f.step / 2)  // "0.0", not "-0.0"; "0", not "0k"
+    std::snprintf(label, static_cast<size_t>(length), "%.*f", f.decimals, 0.0);
+  else
+    std::snprintf(label, static_cast<size_t>(length), "%.*f%s", f.decimals, value / f.unit,
+                  f.suffix);
+}
+
+// A tick step of 1, 2 or 5 times a power of ten, at most 7.5 steps over `span` (as PLplot's).
+double tick_step(double span) {
+  const double base = std::pow(10.0, std::floor(std::log10(span / 7)));
+  for (double m : {1.0, 2.0, 5.0})
+    if (span / (m * base) <= 7.5) return m * base;
+  return 10 * base;
+}
+
+// Glyphs of the points, in the plot and in the legend: a dot on solid curves, a circle on dashed.
+const char* point_glyph(const PlotSeries& s) { return s.dashed ? "○" : "●"; }
+
+// The legend has two columns, or one where a label is too long for two to fit in a panel of 600
+// pixels; every panel of a plot leaves room for as many rows as the fullest.
+int legend_columns(const PlotPanel& p) {
+  size_t longest = 0;
+  for (const PlotSeries& s : p.series) longest = std::max(longest, s.label.size());
+  return p.series.size() > 1 && longest <= 16 ? 2 : 1;
+}
+int legend_rows(const PlotPanel& p) {
+  const int columns = legend_columns(p);
+  return (static_cast<int>(p.series.size()) + columns - 1) / columns;
+}
+
+void draw_panel(const PlotPanel& p, int rows) {
   auto tx = [&](double x) { return p.log2_x ? std::log2(x) : x; };
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   // The x range of every point, drawn or not (a device that did not run keeps the batch axis).
@@ -57,14 +101,21 @@ void draw_panel(const PlotPanel& p) {
   if (!std::isfinite(x0)) x0 = 0, x1 = 1;
   if (!drawn) y0 = 0, y1 = 1;
   if (p.y_from_zero) y0 = std::min(y0, 0.0);
-  if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;
+  if (x1 - x0 < 1e-9) x0 -= 0.5, x1 += 0.5;  // one epoch: in the middle
   const double ypad = std::max((y1 - y0) * 0.08, std::max(std::fabs(y1), 1e-6) * 0.02);
   y0 = p.y_from_zero && y0 >= 0 ? 0 : y0 - ypad;
   y1 += ypad;
-  const double xpad = (x1 - x0) * 0.04;
+  const double xpad = (x1 - x0) * 0.06;  // the points at either end clear the box
 
   pladv(0);
-  plvsta();
+  // The box within the panel (millimetres): the y tick labels and label at its left, the title
+  // above, and below it the x tick labels, the x label and the legend (outside the box, it hides
+  // no point).
+  PLFLT default_height = 0, ch = 0, sx0 = 0, sx1 = 0, sy0 = 0, sy1 = 0;
+  plgchr(&default_height, &ch);
+  plgspa(&sx0, &sx1, &sy0, &sy1);
+  const double box_bottom = (5.3 + 1.6 * rows) * ch, box_top = (sy1 - sy0) - 4.5 * ch;
+  plsvpa(8 * ch, (sx1 - sx0) - 3 * ch, box_bottom, box_top);  // 11 ch narrower than the panel
   plwind(x0 - xpad, x1 + xpad, y0, y1);
   plcol0(1);
   pllsty(1);
@@ -74,7 +125,18 @@ void draw_panel(const PlotPanel& p) {
   for (const PlotSeries& s : p.series)
     for (double x : s.x) whole = whole && tx(x) == std::floor(tx(x));
   const double xtick = whole ? std::max(1.0, std::ceil((x1 - x0) / 10)) : 0.0;
-  plbox(p.log2_x ? "bcst" : "bcnst", xtick, whole ? 1 : 0, "bcnstv", 0, 0);
+  TickFormat ticks;
+  ticks.step = tick_step(y1 - y0);
+  const double largest = std::max(std::fabs(y0), std::fabs(y1));
+  if (largest >= 1e7)
+    ticks.unit = 1e6, ticks.suffix = "M";
+  else if (largest >= 1e4)
+    ticks.unit = 1e3, ticks.suffix = "k";
+  ticks.decimals =
+      std::max(0, static_cast<int>(std::ceil(-std::log10(ticks.step / ticks.unit) - 1e-9)));
+  plslabelfunc(format_tick, &ticks);
+  plbox(p.log2_x ? "bcst" : "bcnst", xtick, whole ? 1 : 0, "bcnstvo", ticks.step, 0);
+  plslabelfunc(nullptr, nullptr);
   if (p.log2_x)
     for (double t = std::ceil(x0); t <= x1 + 1e-9; t += 1)
       plmtex("b", 1.5, (t - (x0 - xpad)) / (x1 - x0 + 2 * xpad), 0.5,
@@ -82,55 +144,57 @@ void draw_panel(const PlotPanel& p) {
   pllab(p.x_label.c_str(), p.y_label.c_str(), p.title.c_str());
   if (!drawn) plmtex("t", -12.0, 0.5, 0.5, "nothing to show: no device ran here");
 
-  std::vector<PLINT> opts, colors, styles;
-  std::vector<PLFLT> widths;
-  std::vector<const char*> texts;
-  int corner_points[4] = {0, 0, 0, 0};  // top right, top left, bottom right, bottom left
+  std::vector<PLINT> opts, colors, styles, symbol_numbers;
+  std::vector<PLFLT> widths, symbol_scales;
+  std::vector<const char*> texts, symbols;
   for (const PlotSeries& s : p.series) {
     std::vector<PLFLT> xs, ys;  // the points that have a value
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
       if (std::isfinite(s.y[i])) xs.push_back(tx(s.x[i])), ys.push_back(s.y[i]);
-    const size_t n = xs.size();
-    // Where the curve runs, sampled along each segment, for placing the legend.
-    for (size_t i = 0; i < n; ++i)
-      for (int k = 0; k < (i + 1 < n ? 16 : 1); ++k) {
-        const double f = k / 16.0;
-        const double x = i + 1 < n ? xs[i] + f * (xs[i + 1] - xs[i]) : xs[i];
-        const double y = i + 1 < n ? ys[i] + f * (ys[i + 1] - ys[i]) : ys[i];
-        ++corner_points[(y > (y0 + y1) / 2 ? 0 : 2) + (x > (x0 + x1) / 2 ? 0 : 1)];
-      }
+    const PLINT n = static_cast<PLINT>(xs.size());
     const int color = series_color(s.color);
     plcol0(color);
     plwidth(2.0);
     pllsty(s.dashed ? 2 : 1);
-    if (n > 1) plline(static_cast<PLINT>(n), xs.data(), ys.data());
-    plpoin(static_cast<PLINT>(n), xs.data(), ys.data(), s.dashed ? 4 : 17);  // circle / dot
-    opts.push_back(PL_LEGEND_LINE);
+    if (n > 1) plline(n, xs.data(), ys.data());
+    // Every point gets its glyph: one epoch has no line to see.
+    plschr(0, kPointScale * kTextScale);
+    if (n > 0) plstring(n, xs.data(), ys.data(), point_glyph(s));
+    plschr(0, kTextScale);
+    opts.push_back(n > 0 ? PL_LEGEND_LINE | PL_LEGEND_SYMBOL : PL_LEGEND_LINE);
     colors.push_back(color);
     styles.push_back(s.dashed ? 2 : 1);
     widths.push_back(2.0);
+    symbols.push_back(point_glyph(s));
+    symbol_scales.push_back(kPointScale);
+    symbol_numbers.push_back(2);
     texts.push_back(s.label.c_str());
   }
   plwidth(1.0);
   pllsty(1);
   if (p.series.empty()) return;
   std::vector<PLINT> text_colors(p.series.size(), 1);
-  // The legend goes into the corner with the fewest points.
-  const int corner = static_cast<int>(std::min_element(corner_points, corner_points + 4) - corner_points);
-  const PLINT position = PL_POSITION_INSIDE | (corner < 2 ? PL_POSITION_TOP : PL_POSITION_BOTTOM) |
-                         (corner % 2 == 0 ? PL_POSITION_RIGHT : PL_POSITION_LEFT);
+  // Below the x label, centred in the panel (the box is off-centre: its y labels take more room
+  // than the right margin); offsets are in fractions of the box's width and height.
+  const double box_width = (sx1 - sx0) - 11 * ch;
+  const double left = -2.5 * ch / box_width, below = 3.9 * ch / (box_top - box_bottom);
   PLFLT legend_w = 0, legend_h = 0;
-  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, position, 0.02,
-           0.02, 0.08, 0, 1, 1, 0, 0, static_cast<PLINT>(p.series.size()), opts.data(), 1.0, 0.8,
-           2.0, 0.0, text_colors.data(), texts.data(), nullptr, nullptr, nullptr, nullptr,
-           colors.data(), styles.data(), widths.data(), nullptr, nullptr, nullptr, nullptr);
+  pllegend(&legend_w, &legend_h, PL_LEGEND_ROW_MAJOR, PL_POSITION_OUTSIDE | PL_POSITION_BOTTOM,
+           left, below, 0.1, 0, 1, 1, legend_rows(p), legend_columns(p),
+           static_cast<PLINT>(p.series.size()), opts.data(), 1.0, 0.8, 2.0, 0.0, text_colors.data(),
+           texts.data(), nullptr, nullptr, nullptr, nullptr, colors.data(), styles.data(),
+           widths.data(), colors.data(), symbol_scales.data(), symbol_numbers.data(),
+           symbols.data());
 }
 
 }  // namespace
 
 void check_plot_path(const std::string& path) {
   namespace fs = std::filesystem;
-  if (fs::path(path).extension() != ".png")
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext != ".png")
     throw UsageError("--plot " + path + ": plots are PNG files", "give a name ending in .png");
   prepare_output_file(path, "--plot", "plot.png");
 }
@@ -155,8 +219,10 @@ void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, i
   plscmap0(kRed, kGreen, kBlue, kColors);
   plssub(static_cast<PLINT>(std::max<size_t>(panels.size(), 1)), 1);
   plinit();
-  plschr(0, 0.9);
-  for (const PlotPanel& p : panels) draw_panel(p);
+  plschr(0, kTextScale);
+  int rows = 0;
+  for (const PlotPanel& p : panels) rows = std::max(rows, legend_rows(p));
+  for (const PlotPanel& p : panels) draw_panel(p, rows);
   plend1();
   plsstrm(previous);
   if (fs::file_size(tmp, ec) == 0 || ec) {

@@ -1,6 +1,9 @@
-// trainer predict: the top classes of image files under a checkpoint's model.
+// trainer predict: the top classes of image files, and of folders of them, under a checkpoint.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -11,14 +14,90 @@
 #include "tools/checkpoint_model.h"
 
 namespace tandem {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One command-line input: an image file, or a folder and the images directly in it.
+struct Input {
+  std::string folder;  // empty for an image file
+  std::vector<std::string> files;
+};
+
+// The extensions stb_image decodes (PNM: its binary P5 and P6 forms), in any case.
+bool has_image_extension(const fs::path& file) {
+  std::string ext = file.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* e :
+       {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})
+    if (ext == e) return true;
+  return false;
+}
+
+// An image file as it is; a folder as the image files directly in it, sorted by name (its
+// sub-folders are not read: an image folder data set holds one per class).
+Input expand(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st))
+    throw DataError("'" + path + "' does not exist",
+                    "check the path; predict takes image files (PNG, JPEG, BMP, GIF, TGA, PGM, "
+                    "PPM) and folders of them");
+  if (!fs::is_directory(st)) return {"", {path}};
+  Input in{path, {}};
+  std::vector<std::string> sub_folders;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    if (e.is_directory(ec))
+      sub_folders.push_back(e.path().filename().string());
+    else if (e.is_regular_file(ec) && has_image_extension(e.path()))
+      in.files.push_back(e.path().string());
+  }
+  if (ec) throw DataError("the folder '" + path + "' cannot be read: " + ec.message());
+  if (in.files.empty()) {
+    std::sort(sub_folders.begin(), sub_folders.end());
+    throw DataError(
+        "the folder '" + path + "' has no image files",
+        sub_folders.empty()
+            ? "predict reads the PNG, JPEG, BMP, GIF, TGA, PGM and PPM files in a folder"
+            : "predict reads the images directly in a folder, not those in its "
+              "sub-folders: give a sub-folder, e.g. " +
+                  (fs::path(path) / sub_folders.front()).string());
+  }
+  std::sort(in.files.begin(), in.files.end());
+  return in;
+}
+
+// "3 for 8, 5 for 1": how often each class came first, the most frequent first.
+std::string tally(const std::vector<int64_t>& top, const std::vector<std::string>& names) {
+  std::map<int64_t, int64_t> count;
+  for (int64_t c : top) ++count[c];
+  std::vector<std::pair<int64_t, int64_t>> order(count.begin(), count.end());
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [c, n] : order)
+    out += fmt::format("{}{} for {}", out.empty() ? "" : ", ", names[c], n);
+  return out;
+}
+
+}  // namespace
 
 int run_predict(const RunRequest& r) {
   if (r.inputs.empty())
-    throw UsageError("predict needs images",
-                     "trainer predict --checkpoint FILE image.png [more images]");
+    throw UsageError(
+        "predict needs images",
+        "trainer predict --checkpoint FILE image.png [more images or folders of them]");
   if (r.top_k < 1) throw UsageError("--top-k must be at least 1", "e.g. --top-k 3");
-  const int64_t n = static_cast<int64_t>(r.inputs.size());
-  CheckpointModel m = load_checkpoint_model(r, "predict", n);
+  // Batches of the training batch size: a size the model is known to fit in memory.
+  CheckpointModel m = load_checkpoint_model(r, "predict");
+  std::vector<Input> inputs;
+  std::vector<std::string> files;  // every image, in the order printed
+  for (const std::string& path : r.inputs) {
+    inputs.push_back(expand(path));
+    files.insert(files.end(), inputs.back().files.begin(), inputs.back().files.end());
+  }
+  const int64_t n = static_cast<int64_t>(files.size());
   const Config& config = m.config;
   Graph& graph = *m.graph;
   Backend& backend = *m.backend;
@@ -34,39 +113,66 @@ int run_predict(const RunRequest& r) {
   }
   for (int64_t c = static_cast<int64_t>(names.size()); c < classes; ++c) names.push_back(std::to_string(c));
 
-  // Decoded like the training data, then normalised by the same Batcher.
-  Dataset images;
-  images.name = "images";
-  images.sample_shape = graph.input_shape();
-  images.classes = static_cast<int>(classes);
-  const int64_t numel = images.sample_shape.numel();
-  images.images.resize(static_cast<size_t>(n * numel));
-  for (int64_t i = 0; i < n; ++i) decode_image(r.inputs[i], images.sample_shape, images.images.data() + i * numel);
-  images.labels.assign(static_cast<size_t>(n), 0);
-  Batcher src(images, n, false, 0, config.data.mean, config.data.std);
-  std::vector<float> x(static_cast<size_t>(n * numel)), logits(static_cast<size_t>(n * classes));
-  std::vector<int32_t> unused(static_cast<size_t>(n));
-  src.fill(0, x.data(), unused.data());
-  Tensor input = graph.input().prefix(n);
-  backend.upload(input, x.data());
-  Context ctx{backend, false, config.train.seed, 0};
-  backend.download(logits.data(), graph.forward(ctx, n));
-
+  // Each image's top classes, as printed after its name, and the best of them.
   const int64_t k = std::min<int64_t>(r.top_k, classes);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* z = logits.data() + i * classes;
-    const double top = *std::max_element(z, z + classes);
-    std::vector<double> p(static_cast<size_t>(classes));
-    double sum = 0;
-    for (int64_t c = 0; c < classes; ++c) sum += p[c] = std::exp(static_cast<double>(z[c]) - top);
-    std::vector<int64_t> order(static_cast<size_t>(classes));
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [&](int64_t a, int64_t b) { return p[a] > p[b]; });
-    std::string line = r.inputs[i] + ":";
-    for (int64_t j = 0; j < k; ++j)
-      line += fmt::format("{} {} {:.2f}%", j ? "," : "", names[order[j]], 100 * p[order[j]] / sum);
-    fmt::print("{}\n", line);
+  std::vector<std::string> results(static_cast<size_t>(n));
+  std::vector<int64_t> best(static_cast<size_t>(n));
+  const int64_t batch = std::min<int64_t>(n, config.train.batch_size);
+  const Shape shape = graph.input_shape();
+  const int64_t numel = shape.numel();
+  std::vector<float> x(static_cast<size_t>(batch * numel)),
+      logits(static_cast<size_t>(batch * classes));
+  std::vector<int32_t> unused(static_cast<size_t>(batch));
+  Context ctx{backend, false, config.train.seed, 0};
+  for (int64_t begin = 0; begin < n; begin += batch) {
+    const int64_t b = std::min(batch, n - begin);
+    // Decoded like the training data, then normalised by the same Batcher.
+    Dataset images;
+    images.name = "images";
+    images.sample_shape = shape;
+    images.classes = static_cast<int>(classes);
+    images.images.resize(static_cast<size_t>(b * numel));
+    for (int64_t i = 0; i < b; ++i)
+      decode_image(files[begin + i], shape, images.images.data() + i * numel);
+    images.labels.assign(static_cast<size_t>(b), 0);
+    Batcher src(images, b, false, 0, config.data.mean, config.data.std);
+    src.start_epoch(0);
+    src.fill(0, x.data(), unused.data());
+    Tensor input = graph.input().prefix(b);
+    backend.upload(input, x.data());
+    backend.download(logits.data(), graph.forward(ctx, b));
+    for (int64_t i = 0; i < b; ++i) {
+      const float* z = logits.data() + i * classes;
+      const double top = *std::max_element(z, z + classes);
+      std::vector<double> p(static_cast<size_t>(classes));
+      double sum = 0;
+      for (int64_t c = 0; c < classes; ++c) sum += p[c] = std::exp(static_cast<double>(z[c]) - top);
+      std::vector<int64_t> order(static_cast<size_t>(classes));
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [&](int64_t u, int64_t v) { return p[u] > p[v]; });
+      std::string& line = results[static_cast<size_t>(begin + i)];
+      for (int64_t j = 0; j < k; ++j)
+        line +=
+            fmt::format("{} {} {:.2f}%", j ? "," : "", names[order[j]], 100 * p[order[j]] / sum);
+      best[static_cast<size_t>(begin + i)] = order[0];
+    }
+  }
+
+  // An image file on a line of its own; a folder on a line with its count and how often each
+  // class came first, then its images by name, indented.
+  size_t i = 0;
+  for (const Input& in : inputs) {
+    if (in.folder.empty()) {
+      fmt::print("{}:{}\n", in.files.front(), results[i++]);
+      continue;
+    }
+    const size_t count = in.files.size();
+    const std::vector<int64_t> tops(best.begin() + i, best.begin() + i + count);
+    fmt::print("{}{}: {} image{}{}\n", in.folder, in.folder.back() == '/' ? "" : "/", count,
+               count == 1 ? "" : "s", count == 1 ? "" : "; top class " + tally(tops, names));
+    for (const std::string& file : in.files)
+      fmt::print("  {}:{}\n", fs::path(file).filename().string(), results[i++]);
   }
   return 0;
 }

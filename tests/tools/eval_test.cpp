@@ -177,6 +177,70 @@ TEST(Predict, GivesTheTopClassesOfEachImage) {
   EXPECT_GE(ones, count * 6 / 10) << "most images of a 1 should be called 1:\n" << r.out;
 }
 
+// A folder stands for the image files directly in it, by name (byte order), whatever the case of
+// their extension; other files and sub-folders are left out. Its line gives the count, then each
+// image follows, indented.
+TEST(Predict, AFolderPredictsEachImageInIt) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string images = test::fresh_dir("digits");
+  fs::create_directories(images + "/more");
+  const std::string digit = test::source_path("datasets/mnist-png-sample/test/3/00015.png");
+  // c.jpg holds PNG bytes: stb_image goes by the bytes, not the name.
+  for (const char* name : {"b.png", "A.PNG", "c.jpg", "more/d.png"})
+    fs::copy_file(digit, images + "/" + name);
+  std::ofstream(images + "/notes.txt") << "not an image";
+  auto r = test::run_trainer("predict --checkpoint " + dir + " --top-k 2 " + images);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const size_t at = r.out.find(images + "/: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string header =
+      r.out.substr(at + images.size(), r.out.find('\n', at) - at - images.size());
+  EXPECT_TRUE(std::regex_match(header, std::regex(R"(/: 3 images; top class \S+ for 3)")))
+      << header;
+  const std::regex line(R"(\n  (\S+): \S+ [0-9.]+%, \S+ [0-9.]+%)");
+  std::vector<std::string> listed;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line);
+       it != std::sregex_iterator(); ++it)
+    listed.push_back((*it)[1]);
+  EXPECT_EQ(listed, (std::vector<std::string>{"A.PNG", "b.png", "c.jpg"})) << r.out;
+}
+
+TEST(Predict, AFolderWithoutImagesIsADataError) {
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string empty = test::fresh_dir("empty");
+  std::filesystem::create_directories(empty + "/3");
+  std::ofstream(empty + "/notes.txt") << "not an image";
+  auto r = test::run_trainer("predict --checkpoint " + dir + " " + empty);
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("error: the folder '" + empty + "' has no image files"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: predict reads the images directly in a folder, not those in its "
+                       "sub-folders: give a sub-folder, e.g. " +
+                       empty + "/3"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(Predict, AMissingInputIsADataError) {
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  auto r = test::run_trainer("predict --checkpoint " + dir + " no-such-digit.png");
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("error: 'no-such-digit.png' does not exist"), std::string::npos) << r.out;
+}
+
 TEST(Predict, ANonImageIsADataError) {
   const std::string dir = ::testing::TempDir() + "predict_bad_ckpt";
   std::filesystem::remove_all(dir);

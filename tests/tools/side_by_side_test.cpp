@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -15,6 +16,7 @@
 #include "engine/parity.h"
 #include "tests/tools/cli_util.h"
 #include "tools/app.h"
+#include "tools/plot.h"
 
 namespace tandem {
 namespace {
@@ -248,6 +250,49 @@ TEST(SideBySide, BenchPlotIsAPng) {
                        " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
   expect_plot(png, 2, 1200, 2);
+}
+
+// The rows (top to bottom) where two plots of one size differ.
+std::pair<int, int> rows_that_differ(const std::string& a_path, const std::string& b_path) {
+  int w = 0, h = 0, c = 0, w2 = 0, h2 = 0;
+  unsigned char* a = stbi_load(a_path.c_str(), &w, &h, &c, 3);
+  unsigned char* b = stbi_load(b_path.c_str(), &w2, &h2, &c, 3);
+  std::pair<int, int> rows{h, -1};
+  if (a && b && w == w2 && h == h2)
+    for (int y = 0; y < h; ++y)
+      if (std::memcmp(a + 3 * static_cast<int64_t>(y) * w, b + 3 * static_cast<int64_t>(y) * w,
+                      3 * static_cast<size_t>(w)) != 0)
+        rows = {std::min(rows.first, y), std::max(rows.second, y)};
+  stbi_image_free(a);
+  stbi_image_free(b);
+  return rows;
+}
+
+// One epoch: each curve is one point. Recolouring a series changes its legend entry and, unless
+// something covers it, its point: the changed rows then reach from the point to the legend (a
+// legend inside the box hid the train loss point of one-epoch runs).
+TEST(SideBySide, AOneEpochPlotShowsEachPointBesideItsLegendEntry) {
+  const std::string dir = test::fresh_dir("plot_one_epoch");
+  std::filesystem::create_directories(dir);
+  PlotPanel loss{"Loss per epoch", "epoch", "loss", {}, false};
+  loss.series = {{"cpu train", {1}, {0.557}, 0, false}, {"cpu test", {1}, {0.150}, 0, true}};
+  write_plot(dir + "/plot.png", {loss}, 600, 500);
+  for (size_t s = 0; s < loss.series.size(); ++s) {
+    PlotPanel recoloured = loss;
+    recoloured.series[s].color = 1;
+    write_plot(dir + "/recoloured.png", {recoloured}, 600, 500);
+    const auto [first, last] = rows_that_differ(dir + "/plot.png", dir + "/recoloured.png");
+    EXPECT_GT(last - first, 40) << loss.series[s].label << ": only its legend entry changed (rows "
+                                << first << " to " << last << ")";
+  }
+}
+
+TEST(SideBySide, PlotNameEndingInUpperCasePngIsAPlot) {
+  const std::string dir = test::fresh_dir("plot_upper_case");
+  auto r = run_trainer("--config " + small_config() + " --epochs 1 --quiet --plot " + dir +
+                       "/CURVES.PNG");
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_plot(dir + "/CURVES.PNG", 1, 1800, 3);
 }
 #endif
 
