@@ -164,8 +164,9 @@ device and batch size, with the speedup against the first device.
      {},
      "trainer eval --checkpoint runs/lenet --device gpu"},
     {"predict",
-     "  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE...   top classes with "
-     "probabilities\n",
+     "  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE|FOLDER...   top classes with "
+     "probabilities\n                                  (a folder: each image file directly in "
+     "it)\n",
      "",
      {},
      "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
