@@ -68,8 +68,9 @@ int run_eval(const RunRequest& r) {
   fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} sample{}\n", path,
              meta.epoch, meta.step, meta.device, meta.version, device.label, test.name,
              format_count(static_cast<double>(seen)), seen == 1 ? "" : "s");
-  fmt::print("loss {:.4f}  accuracy {:.2f}% ({} of {})\n\n", loss_sum / static_cast<double>(seen),
+  fmt::print("loss {:.4f}  accuracy {:.2f}% ({} of {})\n", loss_sum / static_cast<double>(seen),
              100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
+  if (r.quiet) return 0;
   std::vector<Row> per_class;
   Row header{"true \\ predicted"};
   for (int64_t c = 0; c < classes; ++c) header.push_back(name_of(c));
@@ -87,8 +88,9 @@ int run_eval(const RunRequest& r) {
     per_class.push_back({name_of(t), std::to_string(total),
                          total ? fmt::format("{:.2f}%", 100.0 * hit / total) : std::string("-")});
   }
-  fmt::print("Per class:\n{}\nConfusion matrix (rows: true class, columns: predicted):\n{}",
-             format_table({"class", "samples", "accuracy"}, per_class), format_table(header, matrix));
+  fmt::print("\nPer class:\n{}\nConfusion matrix (rows: true class, columns: predicted):\n{}",
+             format_table({"class", "samples", "accuracy"}, per_class),
+             format_table(header, matrix));
   return 0;
 }
 

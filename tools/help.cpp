@@ -80,6 +80,7 @@ const std::vector<Flag> kFlags = {
      "flags",
      {"train"}},
     {"--quiet", "no start-up table and no progress bar", "flags", {"train", "bench"}},
+    {"--quiet", "only the heading and the loss and accuracy line", "", {"eval"}},
     {"--log-level L", "trace, debug, info, warn (default), error, off", "flags", kEvery},
     {"--batch-sizes LIST",
      "e.g. 16,64,256 (default: the config's batch size or --batch-size)",

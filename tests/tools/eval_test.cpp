@@ -50,6 +50,10 @@ TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
   for (auto it = std::sregex_iterator(rest.begin(), rest.end(), line); it != std::sregex_iterator(); ++it)
     total += std::stoll((*it)[2]) + std::stoll((*it)[3]) + std::stoll((*it)[4]);
   EXPECT_EQ(total, 60) << eval.out;
+  // --quiet: the heading and the figures, no tables.
+  auto quiet = run_trainer("eval --quiet --checkpoint " + dir);
+  ASSERT_EQ(quiet.status, 0) << quiet.out;
+  EXPECT_EQ(quiet.out, eval.out.substr(0, eval.out.find("\nPer class:")));
 }
 
 // Evaluation reads the test split only: a folder of MNIST's test files alone will do.
