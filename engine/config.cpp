@@ -53,11 +53,30 @@ std::string lower(std::string s) {
 }
 
 // Names other frameworks use for tandem's keys and layer types.
-const std::map<std::string, std::string> kSynonyms = {
-    {"learning_rate", "lr"},     {"kernel_size", "kernel"},  {"pool_size", "kernel"},
-    {"out_channels", "filters"}, {"num_filters", "filters"}, {"out_features", "units"},
-    {"num_epochs", "epochs"},    {"linear", "dense"},        {"fc", "dense"},
-    {"cuda", "gpu"}};
+const std::map<std::string, std::string> kSynonyms = {{"learning_rate", "lr"},
+                                                      {"kernel_size", "kernel"},
+                                                      {"pool_size", "kernel"},
+                                                      {"out_channels", "filters"},
+                                                      {"num_filters", "filters"},
+                                                      {"out_features", "units"},
+                                                      {"num_epochs", "epochs"},
+                                                      {"linear", "dense"},
+                                                      {"fc", "dense"},
+                                                      {"fully_connected", "dense"},
+                                                      {"convolution", "conv2d"},
+                                                      {"convolution2d", "conv2d"},
+                                                      {"max_pool", "maxpool"},
+                                                      {"max_pooling2d", "maxpool"},
+                                                      {"maxpooling2d", "maxpool"},
+                                                      {"avg_pool", "avgpool"},
+                                                      {"average_pooling2d", "avgpool"},
+                                                      {"averagepooling2d", "avgpool"},
+                                                      {"globalaveragepooling2d", "global_avgpool"},
+                                                      {"adaptiveavgpool2d", "global_avgpool"},
+                                                      {"batch_norm", "batchnorm"},
+                                                      {"batchnormalization", "batchnorm"},
+                                                      {"bn", "batchnorm"},
+                                                      {"cuda", "gpu"}};
 
 // Whether `typed` is likely a misspelling of `known`: a letter or so apart, another case, one a
 // prefix of the other ("conv" for "conv2d", "training" for "train"), or a common synonym.

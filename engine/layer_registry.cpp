@@ -28,6 +28,12 @@ std::vector<std::string> layer_types() {
 
 std::unique_ptr<Layer> make_layer(LayerSpec& spec) {
   auto it = layers().find(spec.type);
+  if (it == layers().end() && (spec.type == "softmax" || spec.type == "Softmax"))
+    throw ConfigError(spec.where + ": layer " + std::to_string(spec.index + 1) +
+                          ": no softmax layer: the loss applies it (softmax_cross_entropy takes "
+                          "the last dense layer's raw outputs)",
+                      "remove the softmax layer; the model ends with its dense layer of one unit "
+                      "per class");
   if (it == layers().end()) {
     std::string known;
     for (const auto& [n, f] : layers()) known += (known.empty() ? "" : ", ") + n;

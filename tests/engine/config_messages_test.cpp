@@ -115,8 +115,13 @@ TEST(ConfigMessages, UnknownLayerTypeSuggestsTheNearest) {
   const std::pair<const char*, const char*> cases[] = {{"  - relu\n", "  - rleu\n"},
                                                        {"  - flatten\n", "  - Flatten\n"},
                                                        {"- conv2d:", "- conv:"},
-                                                       {"- dense:", "- linear:"}};
-  const char* meant[] = {"relu", "flatten", "conv2d", "dense"};
+                                                       {"- dense:", "- linear:"},
+                                                       {"- conv2d:", "- Convolution2D:"},
+                                                       {"- dense:", "- fully_connected:"},
+                                                       {"  - relu\n", "  - BatchNormalization\n"},
+                                                       {"  - relu\n", "  - MaxPooling2D\n"}};
+  const char* meant[] = {"relu",   "flatten", "conv2d",    "dense",
+                         "conv2d", "dense",   "batchnorm", "maxpool"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     Refusal r = refusal_of(with(cases[i].first, cases[i].second));
     EXPECT_NE(r.cause.find(std::string("; did you mean '") + meant[i] + "'?"), std::string::npos)
@@ -135,6 +140,15 @@ TEST(ConfigMessages, LongerSectionNameSuggestsTheKey) {
   Refusal r = refusal_of(with("train:", "training:"));
   EXPECT_NE(r.cause.find("'training': unknown key; did you mean 'train'?"), std::string::npos)
       << r.cause;
+}
+
+// Keras and PyTorch models end in a softmax layer; tandem's loss applies it.
+TEST(ConfigMessages, ASoftmaxLayerIsRefusedWithWhereSoftmaxIs) {
+  Refusal r = refusal_of(with("  - dense: {units: 10}\n", "  - dense: {units: 10}\n  - softmax\n"));
+  EXPECT_NE(r.cause.find("layer 5: no softmax layer: the loss applies it"), std::string::npos)
+      << r.cause;
+  EXPECT_EQ(r.hint,
+            "remove the softmax layer; the model ends with its dense layer of one unit per class");
 }
 
 TEST(ConfigMessages, OtherFrameworksNameSuggestsOurs) {
