@@ -405,8 +405,33 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
         } else {
           types.push_back(key);
           spec.type = key;
-          args = kv.second;
+          args.reset(kv.second);  // rebinds; operator= would overwrite the node it holds
         }
+      }
+      // Two slips of other frameworks' habits: "- {type: conv2d, filters: 4}", and options
+      // beside an empty "- conv2d:" rather than indented under it. The fix, in one line.
+      auto value_of = [&](const std::string& key) {
+        for (const auto& kv : item)
+          if (kv.first.Scalar() == key) return kv.second;
+        return YAML::Node();
+      };
+      const YAML::Node type = value_of("type");
+      if (!types.empty() && ((type && type.IsScalar()) || types.size() > 1)) {
+        const std::string named = type && type.IsScalar() ? type.Scalar() : types[0];
+        std::string options;
+        for (const std::string& k : types)
+          if (k != "type" && k != named && value_of(k).IsScalar())
+            options += (options.empty() ? "" : ", ") + k + ": " + value_of(k).Scalar();
+        const std::string fixed = "'- " + named + (options.empty() ? "'" : ": {" + options + "}'");
+        if (type && type.IsScalar())
+          throw ConfigError(
+              spec.where + ": " + which + ": 'type: " + named + "' gives the layer type as a value",
+              "the layer type is the key: write " + fixed);
+        if (value_of(types[0]).IsNull() && !value_of(types[1]).IsNull())  // "filters: 4"
+          throw ConfigError(
+              file + ":" + mark_str(value_of(types[1]).Mark()) + ": " + which + " (" + types[0] +
+                  "): '" + types[1] + "' is beside '" + types[0] + ":', not under it",
+              "indent the layer's options under '" + types[0] + ":', or write " + fixed);
       }
       if (types.size() != 1)
         throw ConfigError(

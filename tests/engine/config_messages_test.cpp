@@ -142,6 +142,24 @@ TEST(ConfigMessages, LongerSectionNameSuggestsTheKey) {
       << r.cause;
 }
 
+// The layer type as the value of a 'type' key (Caffe's and Keras' configs), and a layer's options
+// beside its empty type rather than indented under it: each named, with the line that works.
+TEST(ConfigMessages, ATypeKeyAndOptionsBesideTheTypeGetTheFlowForm) {
+  Refusal typed = refusal_of(with("- conv2d: {filters: 4, kernel: 3, padding: 1}",
+                                  "- {type: conv2d, filters: 4, kernel: 3}"));
+  EXPECT_EQ(typed.cause, "bad.yaml:4:5: layer 1: 'type: conv2d' gives the layer type as a value");
+  EXPECT_EQ(typed.hint, "the layer type is the key: write '- conv2d: {filters: 4, kernel: 3}'");
+  Refusal bare = refusal_of(with("  - relu\n", "  - type: relu\n"));
+  EXPECT_EQ(bare.hint, "the layer type is the key: write '- relu'");
+  Refusal beside = refusal_of(with("- conv2d: {filters: 4, kernel: 3, padding: 1}",
+                                   "- conv2d:\n    filters: 4\n    kernel: 3"));
+  EXPECT_EQ(beside.cause,
+            "bad.yaml:5:14: layer 1 (conv2d): 'filters' is beside 'conv2d:', not under it");
+  EXPECT_EQ(beside.hint,
+            "indent the layer's options under 'conv2d:', or write '- conv2d: {filters: 4, "
+            "kernel: 3}'");
+}
+
 // Keras and PyTorch models end in a softmax layer; tandem's loss applies it.
 TEST(ConfigMessages, ASoftmaxLayerIsRefusedWithWhereSoftmaxIs) {
   Refusal r = refusal_of(with("  - dense: {units: 10}\n", "  - dense: {units: 10}\n  - softmax\n"));
