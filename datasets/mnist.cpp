@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "datasets/file_io.h"
@@ -40,9 +41,18 @@ std::string find_idx(const std::string& folder, bool train, const std::string& k
     looked += (looked.empty() ? "" : " or ") + p + stem + "[.gz]";
   }
   std::string path = data_io::find_first(folder, names);
+  // An image folder (train/ and test/ of class folders) given to an MNIST config.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool image_folder = fs::is_directory(fs::path(folder) / "train", ec) &&
+                            fs::is_directory(fs::path(folder) / "test", ec);
   if (path.empty())
     throw DataError(
-        "no MNIST " + what + " " + kind + " file in '" + folder + "': looked for " + looked, kHint);
+        "no MNIST " + what + " " + kind + " file in '" + folder + "': looked for " + looked +
+            (image_folder ? "; the folder holds train/ and test/ folders, an image folder" : ""),
+        image_folder ? "for images in class folders set data: {format: image_folder, path: " +
+                           folder + "} (configs/lenet_png.yaml is LeNet on one)"
+                     : kHint);
   return path;
 }
 

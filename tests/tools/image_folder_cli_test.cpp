@@ -23,6 +23,22 @@ TEST(ImageFolderCli, BundledPngSampleTrainsLeNet) {
   EXPECT_GT(std::stod(m[1]), 50.0) << r.out;
 }
 
+// The PNG sample given to the MNIST config: the error says what the folder is and which format
+// reads it.
+TEST(ImageFolderCli, AnImageFolderGivenToAnMnistConfigNamesTheFormatThatReadsIt) {
+  const std::string png = source_path("datasets/mnist-png-sample");
+  CliResult r =
+      run_trainer("--config " + source_path("configs/lenet.yaml") + " --data " + png + " --quiet");
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("; the folder holds train/ and test/ folders, an image folder"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: for images in class folders set data: {format: image_folder, path: " +
+                       png + "} (configs/lenet_png.yaml is LeNet on one)"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(ImageFolderCli, CorruptImageStopsTheRunNamingItWithExitStatusFour) {
   const fs::path dir = fs::path(::testing::TempDir()) / "tandem_bad_pngs";
   fs::remove_all(dir);
