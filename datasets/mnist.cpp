@@ -28,6 +28,15 @@ const char* kRedownload =
     "train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz and "
     "t10k-labels-idx1-ubyte.gz";
 
+// The fix for a damaged file: the gzipped copy beside a raw file is read once the raw one is gone.
+std::string redownload(const std::string& path) {
+  std::error_code ec;
+  if (!path.ends_with(".gz") && std::filesystem::exists(path + ".gz", ec))
+    return "remove the damaged '" + path + "' to read '" + path + ".gz' beside it, or " +
+           kRedownload;
+  return kRedownload;
+}
+
 std::string find_idx(const std::string& folder, bool train, const std::string& kind,
                      const std::string& what) {
   std::vector<std::string> prefixes =
@@ -73,11 +82,11 @@ void check_length(const std::string& path, size_t actual, uint64_t expected, uin
                         std::to_string(actual) + " bytes; it ends at byte offset " +
                         std::to_string(actual) + ", in record " +
                         std::to_string((actual - header) / record),
-                    kRedownload);
+                    redownload(path));
   throw DataError("'" + path + "' is longer than its header says: " + desc + " make " +
                       std::to_string(expected) + " bytes, but it holds " + std::to_string(actual) +
                       " bytes",
-                  kRedownload);
+                  redownload(path));
 }
 
 }  // namespace
@@ -97,7 +106,7 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
                         "' is truncated: an IDX images header needs 16 bytes, it "
                         "holds " +
                         std::to_string(file->size()),
-                    kRedownload);
+                    redownload(images_path));
   uint8_t img[16];
   file->read(0, 16, img);
   uint32_t magic = data_io::read_be32(img);
@@ -112,7 +121,7 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
   if (rows == 0 || cols == 0 || rows > 65536 || cols > 65536)
     throw DataError("'" + images_path + "' announces images of " + std::to_string(rows) + "x" +
                         std::to_string(cols) + " pixels, which is not a valid image size",
-                    kRedownload);
+                    redownload(images_path));
   uint64_t pixels = uint64_t{rows} * cols;
   check_length(
       images_path, file->size(), 16 + uint64_t{count} * pixels, 16, pixels,
@@ -134,7 +143,7 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
                         "' is truncated: an IDX labels header needs 8 bytes, it "
                         "holds " +
                         std::to_string(lab.size()),
-                    kRedownload);
+                    redownload(labels_path));
   magic = data_io::read_be32(lab.data());
   if (magic != kLabelsMagic)
     throw DataError("'" + labels_path + "' is not an MNIST labels file: its magic number is " +

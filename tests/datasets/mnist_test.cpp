@@ -106,6 +106,22 @@ TEST(Mnist, TruncatedImagesFileGivesExpectedAndActualBytes) {
   EXPECT_TRUE(contains(msg, "byte offset 100, in record 7")) << msg;  // (100 - 16) / 12
 }
 
+// A damaged raw file is read before the good .gz beside it: the hint says how to read the .gz.
+TEST(Mnist, ADamagedRawFileBesideItsGzipNamesTheGzipInTheHint) {
+  ScratchDir dir;
+  write_small_mnist(dir, true);
+  std::vector<uint8_t> bytes = idx_images(12, 4, 3);
+  bytes.resize(100);
+  const std::string raw = dir.file("train-images-idx3-ubyte");
+  write_file(raw, bytes);
+  std::string msg = data_error([&] { load_mnist(dir.str(), true, Shape{1, 4, 3}, 10); });
+  EXPECT_TRUE(contains(msg, "hint: remove the damaged '" + raw + "' to read '" + raw +
+                                ".gz' beside it, or download the MNIST IDX files again"))
+      << msg;
+  fs::remove(raw);
+  EXPECT_EQ(load_mnist(dir.str(), true, Shape{1, 4, 3}, 10).size(), 12);
+}
+
 TEST(Mnist, TruncatedGzipStreamIsReportedAsCorrupt) {
   ScratchDir dir;
   write_small_mnist(dir, true);
