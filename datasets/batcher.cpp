@@ -70,7 +70,7 @@ Batcher::Batcher(const Dataset& data, int64_t batch_size, bool shuffle, uint64_t
     if (static_cast<int64_t>(v.size()) != c)
       throw DataError("data.normalize." + std::string(key) + " has " + std::to_string(v.size()) +
                           " values but the " + data.name + " samples have " + std::to_string(c) +
-                          " channels",
+                          (c == 1 ? " channel" : " channels"),
                       "give one value for every channel, or a single value for all");
     return v;
   };

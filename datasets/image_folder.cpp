@@ -169,10 +169,11 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
         ++others;
     }
     if (cf.files.empty())
-      throw DataError(
-          "the class folder '" + dir + "' holds no images" +
-              (others ? " (only " + std::to_string(others) + " files of other types)" : ""),
-          "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
+      throw DataError("the class folder '" + dir + "' holds no images" +
+                          (others ? " (only " + std::to_string(others) +
+                                        (others == 1 ? " file" : " files") + " of other types)"
+                                  : ""),
+                      "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
     if (others)
       spdlog::warn("{}: {} files that are not PNG, JPEG, BMP, GIF or TGA images are not used", dir,
                    others);

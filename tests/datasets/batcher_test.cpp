@@ -128,6 +128,9 @@ TEST(Batcher, MeanCountOtherThanChannelsIsADataError) {
   std::string msg = data_error([&] { Batcher b(d, 4, false, 0, {0.1f, 0.2f}, {}); });
   EXPECT_TRUE(contains(msg, "2 values")) << msg;
   EXPECT_TRUE(contains(msg, "3 channels")) << msg;
+  Dataset gray = indexed(10, 1);
+  msg = data_error([&] { Batcher b(gray, 4, false, 0, {0.1f, 0.2f, 0.3f}, {}); });
+  EXPECT_TRUE(contains(msg, "samples have 1 channel |")) << msg;
 }
 
 TEST(Batcher, NonPositiveStdIsADataError) {

@@ -144,7 +144,7 @@ TEST(ImageFolder, EmptyClassFolderIsNamed) {
   write_file(dir.file("bee/notes.txt"), {'h', 'i'});
   std::string msg = data_error([&] { load(dir.str(), Shape{1, 4, 4}); });
   EXPECT_TRUE(contains(msg, "bee' holds no images")) << msg;
-  EXPECT_TRUE(contains(msg, "1 files of other types")) << msg;
+  EXPECT_TRUE(contains(msg, "(only 1 file of other types)")) << msg;
 }
 
 TEST(ImageFolder, MoreClassFoldersThanModelOutputsIsAnError) {
