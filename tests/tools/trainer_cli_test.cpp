@@ -1,4 +1,5 @@
 // The trainer executable as a user meets it: flags, exit codes, messages, metrics files.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -63,16 +64,23 @@ TEST(TrainerCli, AMisspeltCommandGetsTheNearest) {
       << r.out;
 }
 
+// One dense layer over 8x8 synthetic samples of `classes` classes (32 to train on); `train`:
+// epochs, batch_size and the SGD lr, as "epochs: 1, batch_size: 8, lr: 0.1".
+std::string dense_config(const std::string& name, int classes, int test_size,
+                         const std::string& train) {
+  std::string t = train;
+  const size_t lr = t.find("lr: ");
+  t = t.substr(0, lr) + "optimizer: {type: sgd, " + t.substr(lr) + "}";
+  return write_temp(name + ".yaml",
+                    fmt::format("name: {}\ninput: {{shape: [1, 8, 8]}}\nlayers:\n  - flatten\n"
+                                "  - dense: {{units: {}}}\ndata: {{format: synthetic, classes: {}, "
+                                "train_size: 32, test_size: {}}}\ntrain: {{{}}}\n",
+                                name, classes, classes, test_size, t));
+}
+
 // --flag=value is --flag value; a flag that takes no value refuses one.
 TEST(TrainerCli, FlagsTakeTheirValueAfterAnEqualsSignToo) {
-  const std::string config = write_temp("equals.yaml", R"(name: equals
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 3}
-data: {format: synthetic, classes: 3, train_size: 32, test_size: 8}
-train: {epochs: 3, batch_size: 8, optimizer: {type: sgd, lr: 0.1}}
-)");
+  const std::string config = dense_config("equals", 3, 8, "epochs: 3, batch_size: 8, lr: 0.1");
   Result r = trainer("--config=" + config + " --epochs=1 --lr=0.05 --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("after 1 epoch,"), std::string::npos) << r.out;
@@ -97,14 +105,7 @@ TEST(TrainerCli, BenchRefusesABatchSizeBesideBatchSizes) {
 
 // A run that ends where guessing would says so, with the learning rate it had.
 TEST(TrainerCli, ARunThatEndsAtChanceSaysSo) {
-  const std::string config = write_temp("chance.yaml", R"(name: chance
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 32, test_size: 400}
-train: {epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 1.0e-9}}
-)");
+  const std::string config = dense_config("chance", 4, 400, "epochs: 1, batch_size: 8, lr: 1.0e-9");
   Result r = trainer("--config " + config + " --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
   std::smatch m;
