@@ -712,9 +712,9 @@ int threads_used(const BackendOptions& options, const DeviceSpec& device) {
   return options.threads > 0 ? options.threads : allowed_cores();
 }
 
-// The reference row for speedups: the first device's row at the same batch size, if it ran.
 // The device speedups are against: the first of the list that ran (one that could not start,
-// such as a GPU here, leaves it to the next), as side-by-side training does.
+// such as a GPU here, leaves it to the next), as side-by-side training does; and its row at a
+// batch size, if that ran.
 std::string reference_device(const std::vector<BenchRow>& rows) {
   for (const BenchRow& r : rows)
     if (r.ran()) return r.device.label;
@@ -749,12 +749,8 @@ std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::stri
 void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
                 const std::string& config) {
   PlotPanel speed{config + ": training throughput", "batch size", "images/s", {}, true, true};
-  PlotPanel ratio{"Training speedup against " + reference_device(rows),
-                  "batch size",
-                  "speedup (x)",
-                  {},
-                  true,
-                  true};
+  PlotPanel ratio{"Training speedup against " + reference_device(rows), "batch size",
+                  "speedup (x)", {}, true, true};
   std::vector<std::string> labels;
   for (const BenchRow& r : rows)
     if (std::find(labels.begin(), labels.end(), r.device.label) == labels.end())
