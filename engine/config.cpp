@@ -427,7 +427,9 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
           throw ConfigError(
               spec.where + ": " + which + ": 'type: " + named + "' gives the layer type as a value",
               "the layer type is the key: write " + fixed);
-        if (value_of(types[0]).IsNull() && !value_of(types[1]).IsNull())  // "filters: 4"
+        // "filters: 4", "kernel: [3, 3]": options; a mapping or nothing is another layer type.
+        if (const YAML::Node loose = value_of(types[1]);
+            value_of(types[0]).IsNull() && (loose.IsScalar() || loose.IsSequence()))
           throw ConfigError(
               file + ":" + mark_str(value_of(types[1]).Mark()) + ": " + which + " (" + types[0] +
                   "): '" + types[1] + "' is beside '" + types[0] + ":', not under it",

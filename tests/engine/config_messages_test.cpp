@@ -158,6 +158,10 @@ TEST(ConfigMessages, ATypeKeyAndOptionsBesideTheTypeGetTheFlowForm) {
   EXPECT_EQ(beside.hint,
             "indent the layer's options under 'conv2d:', or write '- conv2d: {filters: 4, "
             "kernel: 3}'");
+  // Two layer types in one item are that, not options beside a type.
+  Refusal two = refusal_of(with("  - relu\n", "  - {relu: null, dense: {units: 4}}\n"));
+  EXPECT_NE(two.cause.find("several layer types in one item (relu, dense)"), std::string::npos)
+      << two.cause;
 }
 
 // Keras and PyTorch models end in a softmax layer; tandem's loss applies it.
