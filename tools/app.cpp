@@ -72,7 +72,9 @@ DeviceSpec parse_device(const std::string& text) {
 
 Config load_config_with_overrides(const RunRequest& r) {
   if (r.config_path.empty())
-    throw UsageError("no model config given", "pass --config FILE, e.g. --config configs/lenet.yaml");
+    throw UsageError("no model config given",
+                     "pass --config FILE, e.g. trainer --config configs/lenet.yaml; trainer help "
+                     "lists every command and flag");
   Config c = load_config(r.config_path);
   if (r.epochs) {
     if (*r.epochs < 1) throw UsageError("--epochs must be at least 1", "e.g. --epochs 5");

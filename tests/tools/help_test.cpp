@@ -157,4 +157,12 @@ TEST(Help, UnknownFlagOfACommandPointsAtThatCommandsHelp) {
       << r.out;
 }
 
+TEST(Help, NoArgumentsNamesTheConfigFlagAndTheHelp) {
+  Result r = trainer("");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out,
+            "error: no model config given\nhint: pass --config FILE, e.g. trainer --config "
+            "configs/lenet.yaml; trainer help lists every command and flag\n");
+}
+
 }  // namespace
