@@ -16,6 +16,11 @@ std::string format_duration(double s) {
   return fmt::format("{}h {:02d}m", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
 }
 
+std::string format_loss(double loss) {
+  if (std::isfinite(loss) && std::abs(loss) < 1e5) return fmt::format("{:.4f}", loss);
+  return fmt::format("{:.4g}", loss);
+}
+
 std::string format_count(double v) {
   std::string digits = fmt::format("{:.0f}", std::round(v));
   std::string out;
@@ -43,8 +48,8 @@ std::string ProgressBar::line(int64_t done, double loss, double acc, double ips,
   std::string when = final ? format_duration(elapsed)
                            : "ETA " + format_duration(done ? elapsed * (total_ - done) / done : 0);
   int w = static_cast<int>(std::to_string(total_).size());
-  return fmt::format("{:>{}}/{} [{}] {} - loss: {:.4f} - accuracy: {:.4f} - {} img/s", done, w,
-                     total_, bar, when, loss, acc, format_count(ips));
+  return fmt::format("{:>{}}/{} [{}] {} - loss: {} - accuracy: {:.4f} - {} img/s", done, w, total_,
+                     bar, when, format_loss(loss), acc, format_count(ips));
 }
 
 namespace {
@@ -52,6 +57,12 @@ std::atomic<bool> g_line_open{false};
 }  // namespace
 
 bool progress_line_open() { return g_line_open.load(); }
+
+void end_progress_line() {
+  if (!g_line_open.exchange(false)) return;
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+}
 
 void ProgressBar::update(int64_t done, double loss, double acc, double ips) {
   done_ = done;

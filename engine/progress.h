@@ -29,7 +29,12 @@ class ProgressBar {
 
 // Whether a progress line is on the terminal without its end (a message then starts a new line).
 bool progress_line_open();
+// Ends an open progress line, so that what is printed next starts a line of its own; the bar's
+// next update draws on the line after it.
+void end_progress_line();
 
+// A loss as printed: "0.1500"; "1.301e+26" where four decimals would be a row of digits.
+std::string format_loss(double loss);
 // "3.2s", "1m 04s", "1h 02m"
 std::string format_duration(double seconds);
 // "12,345"

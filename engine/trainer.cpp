@@ -410,11 +410,12 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       e.val_accuracy = v.accuracy;
     }
     e.peak_memory_bytes = backend.peak_memory_bytes();
-    bar.finish(fmt::format("{} - test_loss: {:.4f} - test_accuracy: {:.4f} - peak mem {}",
-                           e.has_val ? fmt::format(" - val_loss: {:.4f} - val_accuracy: {:.4f}",
-                                                   e.val_loss, e.val_accuracy)
+    bar.finish(fmt::format("{} - test_loss: {} - test_accuracy: {:.4f} - peak mem {}",
+                           e.has_val ? fmt::format(" - val_loss: {} - val_accuracy: {:.4f}",
+                                                   format_loss(e.val_loss), e.val_accuracy)
                                      : "",
-                           e.test_loss, e.test_accuracy, format_bytes(e.peak_memory_bytes)));
+                           format_loss(e.test_loss), e.test_accuracy,
+                           format_bytes(e.peak_memory_bytes)));
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
     if (stopped) break;

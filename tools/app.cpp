@@ -343,13 +343,12 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
     }
     rows.push_back({r.device.label, std::to_string(last.epoch),
                     fmt::format("{:.2f}", mean_epoch_seconds(r.result)),
-                    format_count(images_per_second(r.result)), fmt::format("{:.4f}", last.train_loss),
-                    fmt::format("{:.2f}%", 100 * last.train_accuracy),
-                    fmt::format("{:.4f}", last.test_loss),
+                    format_count(images_per_second(r.result)), format_loss(last.train_loss),
+                    fmt::format("{:.2f}%", 100 * last.train_accuracy), format_loss(last.test_loss),
                     fmt::format("{:.2f}%", 100 * last.test_accuracy)});
     if (val)
       rows.back().insert(rows.back().end(),
-                         {last.has_val ? fmt::format("{:.4f}", last.val_loss) : "-",
+                         {last.has_val ? format_loss(last.val_loss) : "-",
                           last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
     rows.back().insert(rows.back().end(), {format_bytes(peak_memory(r.result)), speedup, parity});
   }
@@ -640,9 +639,10 @@ int run_train(const RunRequest& r) {
         return here ? stop.exit_status() : 128 + SIGTERM;
       }
       const EpochStats& last = run.result.epochs.back();
-      fmt::print("{}: test accuracy {:.2f}% (loss {:.4f}) after {} epoch{}, {} training, {} img/s\n",
-                 run.device.label, 100 * last.test_accuracy, last.test_loss, last.epoch,
-                 last.epoch == 1 ? "" : "s", format_duration(training_seconds(run.result)),
+      fmt::print("{}: test accuracy {:.2f}% (loss {}) after {} epoch{}, {} training, {} img/s\n",
+                 run.device.label, 100 * last.test_accuracy, format_loss(last.test_loss),
+                 last.epoch, last.epoch == 1 ? "" : "s",
+                 format_duration(training_seconds(run.result)),
                  format_count(images_per_second(run.result)));
       // A run that ends where guessing would is a run to hear about, not a success.
       const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, model.classes()));

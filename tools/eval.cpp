@@ -68,7 +68,8 @@ int run_eval(const RunRequest& r) {
   fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} sample{}\n", path,
              meta.epoch, meta.step, meta.device, meta.version, device.label, test.name,
              format_count(static_cast<double>(seen)), seen == 1 ? "" : "s");
-  fmt::print("loss {:.4f}  accuracy {:.2f}% ({} of {})\n", loss_sum / static_cast<double>(seen),
+  fmt::print("loss {}  accuracy {:.2f}% ({} of {})\n",
+             format_loss(loss_sum / static_cast<double>(seen)),
              100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
   if (r.quiet) return 0;
   std::vector<Row> per_class;

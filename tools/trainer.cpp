@@ -1,6 +1,7 @@
 // trainer: the command line of tandem. Parses flags, calls the engine, prints errors, exits.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -337,9 +340,27 @@ int run_and_report(int argc, char** argv, std::string* untold) {
   }
 }
 
+// Log lines as a user reads them, "warning: ..." (the default logger's lines start with the date
+// and time), on stdout with the rest of the run's output, each on a line of its own after an open
+// progress line.
+class UserLogSink : public spdlog::sinks::base_sink<std::mutex> {
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    spdlog::memory_buf_t text;
+    formatter_->format(msg, text);
+    tandem::end_progress_line();
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+  void flush_() override { std::fflush(stdout); }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  auto logger = std::make_shared<spdlog::logger>("tandem", std::make_shared<UserLogSink>());
+  logger->set_pattern("%l: %v");
+  spdlog::set_default_logger(logger);
   try {
     tandem::join_world(&argc, &argv);
   } catch (const tandem::Error& e) {

@@ -217,7 +217,7 @@ TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
     return;
   }
   // Here: one line with the cause this build or machine gives, and the run goes on on the CPU.
-  EXPECT_NE(r.out.find("--device auto: running on the CPU, because " + why), std::string::npos)
+  EXPECT_EQ(r.out.find("warning: --device auto: running on the CPU, because " + why + "\n"), 0u)
       << r.out;
   EXPECT_NE(why.find(tandem::build_has_cuda() ? "no NVIDIA driver/GPU found"
                                               : "this build has no GPU backend"),
