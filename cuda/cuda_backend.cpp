@@ -241,8 +241,11 @@ InfoRows CudaBackend::info() const {
   rows.emplace_back("Compute capability", std::to_string(prop_.major) + "." +
                                               std::to_string(prop_.minor) + ", " +
                                               std::to_string(prop_.multiProcessorCount) + " SMs");
+  // cudaMemGetInfo reads the calling thread's current device, which in a device list of several
+  // GPUs is the last one started (start_gpus), not necessarily this one: make this one current.
   size_t free_b = 0, total_b = prop_.totalGlobalMem;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+  if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+    cudaGetLastError();
   rows.emplace_back("Memory", format_bytes(total_b) + " total, " + format_bytes(free_b) + " free");
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
