@@ -45,11 +45,18 @@ Dataset load_cifar10(const std::string& folder, bool train, int classes, bool ke
       missing += (missing.empty() ? "" : ", ") + name;
       ++n_missing;
     }
+  // An image folder (train/ and test/ of class folders) given to a CIFAR-10 config.
+  const bool image_folder = std::filesystem::is_directory(data_io::join(folder, "train"), ec) &&
+                            std::filesystem::is_directory(data_io::join(folder, "test"), ec);
   if (n_missing)
-    throw DataError("the CIFAR-10 " + what + " data in '" + dir +
-                        "' is incomplete: " + (n_missing == 1 ? "batch " : "batches ") + missing +
-                        (n_missing == 1 ? " is" : " are") + " missing",
-                    kHint);
+    throw DataError(
+        "the CIFAR-10 " + what + " data in '" + dir +
+            "' is incomplete: " + (n_missing == 1 ? "batch " : "batches ") + missing +
+            (n_missing == 1 ? " is" : " are") + " missing" +
+            (image_folder ? "; the folder holds train/ and test/ folders, an image folder" : ""),
+        image_folder
+            ? "for images in class folders set data: {format: image_folder, path: " + folder + "}"
+            : kHint);
 
   Dataset d;
   d.name = "cifar10 " + what + " (" + folder + ")";

@@ -13,6 +13,7 @@
 
 #include "engine/epoch_metric.h"
 #include "engine/error.h"
+#include "engine/layer_registry.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -52,41 +53,64 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Names other frameworks use for tandem's keys and layer types.
-const std::map<std::string, std::string> kSynonyms = {{"learning_rate", "lr"},
-                                                      {"kernel_size", "kernel"},
-                                                      {"pool_size", "kernel"},
-                                                      {"out_channels", "filters"},
-                                                      {"num_filters", "filters"},
-                                                      {"out_features", "units"},
-                                                      {"num_epochs", "epochs"},
-                                                      {"linear", "dense"},
-                                                      {"fc", "dense"},
-                                                      {"fully_connected", "dense"},
-                                                      {"convolution", "conv2d"},
-                                                      {"convolution2d", "conv2d"},
-                                                      {"max_pool", "maxpool"},
-                                                      {"max_pooling2d", "maxpool"},
-                                                      {"maxpooling2d", "maxpool"},
-                                                      {"avg_pool", "avgpool"},
-                                                      {"average_pooling2d", "avgpool"},
-                                                      {"averagepooling2d", "avgpool"},
-                                                      {"globalaveragepooling2d", "global_avgpool"},
-                                                      {"adaptiveavgpool2d", "global_avgpool"},
-                                                      {"batch_norm", "batchnorm"},
-                                                      {"batchnormalization", "batchnorm"},
-                                                      {"bn", "batchnorm"},
-                                                      {"cuda", "gpu"}};
+// Names other frameworks use for tandem's keys and layer types; a name that stands for two of
+// them (Caffe's Pooling: max or average) is listed with each.
+const std::multimap<std::string, std::string> kSynonyms = {
+    {"learning_rate", "lr"},
+    {"kernel_size", "kernel"},
+    {"pool_size", "kernel"},
+    {"out_channels", "filters"},
+    {"num_filters", "filters"},
+    {"out_features", "units"},
+    {"num_epochs", "epochs"},
+    {"linear", "dense"},
+    {"fc", "dense"},
+    {"fully_connected", "dense"},
+    {"innerproduct", "dense"},
+    {"convolution", "conv2d"},
+    {"convolution2d", "conv2d"},
+    {"pooling", "maxpool"},
+    {"pooling", "avgpool"},
+    {"max_pool", "maxpool"},
+    {"max_pooling2d", "maxpool"},
+    {"maxpooling2d", "maxpool"},
+    {"avg_pool", "avgpool"},
+    {"average_pooling2d", "avgpool"},
+    {"averagepooling2d", "avgpool"},
+    {"globalaveragepooling2d", "global_avgpool"},
+    {"adaptiveavgpool2d", "global_avgpool"},
+    {"batch_norm", "batchnorm"},
+    {"batchnormalization", "batchnorm"},
+    {"bn", "batchnorm"},
+    {"eltwise", "add"},
+    {"cuda", "gpu"}};
+
+// What `typed` stands for in tandem's words, in the table's order; empty when it is no synonym.
+std::vector<std::string> synonyms_of(const std::string& typed) {
+  std::vector<std::string> out;
+  const auto [from, to] = kSynonyms.equal_range(lower(typed));
+  for (auto it = from; it != to; ++it) out.push_back(it->second);
+  return out;
+}
 
 // Whether `typed` is likely a misspelling of `known`: a letter or so apart, another case, one a
 // prefix of the other ("conv" for "conv2d", "training" for "train"), or a common synonym.
 bool similar(const std::string& typed, const std::string& known) {
-  if (auto it = kSynonyms.find(lower(typed)); it != kSynonyms.end() && it->second == known)
-    return true;
+  for (const std::string& s : synonyms_of(typed))
+    if (s == known) return true;
   const std::string a = lower(typed), b = lower(known);
   const size_t shorter = std::min(a.size(), b.size());
   if (shorter >= 4 && (a.starts_with(b) || b.starts_with(a))) return true;
   return edit_distance(a, b) <= std::max<size_t>(1, shorter / 4);
+}
+
+// A YAML value on one line, as flow YAML writes it: "3", "[3, 3]".
+std::string flow_text(const YAML::Node& n) {
+  YAML::Emitter out;
+  out.SetSeqFormat(YAML::Flow);
+  out.SetMapFormat(YAML::Flow);
+  out << n;
+  return out.c_str();
 }
 
 template <typename T>
@@ -102,15 +126,34 @@ bool convert(const YAML::Node& n, T& out) {
 
 }  // namespace
 
-std::string closest_name(const std::string& typed, const std::vector<std::string>& known) {
-  // Of the similar names, the fewest edits away ("GPU": gpu, not cpu); the first of equals.
+std::vector<std::string> closest_names(const std::string& typed,
+                                       const std::vector<std::string>& known) {
+  // Another framework's name for some of them wins, however many letters apart ("fc": dense).
+  std::vector<std::string> meant;
+  for (const std::string& s : synonyms_of(typed))
+    if (s != typed && std::find(known.begin(), known.end(), s) != known.end()) meant.push_back(s);
+  if (!meant.empty()) return meant;
+  // Else, of the similar names, the fewest edits away ("GPU": gpu, not cpu); the first of equals.
   std::string best;
   size_t best_distance = SIZE_MAX;
   for (const std::string& k : known)
     if (k != typed && similar(typed, k))
       if (const size_t d = edit_distance(lower(typed), lower(k)); d < best_distance)
         best = k, best_distance = d;
-  return best;
+  if (best.empty()) return {};
+  return {best};
+}
+
+std::string closest_name(const std::string& typed, const std::vector<std::string>& known) {
+  const std::vector<std::string> meant = closest_names(typed, known);
+  return meant.empty() ? "" : meant[0];
+}
+
+std::string did_you_mean(const std::vector<std::string>& names) {
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
+  return names.empty() ? "" : "; did you mean " + text + "?";
 }
 
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
@@ -418,15 +461,42 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
       const YAML::Node type = value_of("type");
       if (!types.empty() && ((type && type.IsScalar()) || types.size() > 1)) {
         const std::string named = type && type.IsScalar() ? type.Scalar() : types[0];
+        // The fix in tandem's names: Keras' Dense is dense, PyTorch's kernel_size is kernel.
+        const std::vector<std::string> known = layer_types();
+        std::vector<std::string> ours = {named};
+        if (std::find(known.begin(), known.end(), named) == known.end())
+          if (std::vector<std::string> meant = closest_names(named, known); !meant.empty())
+            ours = meant;
         std::string options;
-        for (const std::string& k : types)
-          if (k != "type" && k != named && value_of(k).IsScalar())
-            options += (options.empty() ? "" : ", ") + k + ": " + value_of(k).Scalar();
-        const std::string fixed = "'- " + named + (options.empty() ? "'" : ": {" + options + "}'");
-        if (type && type.IsScalar())
+        for (const std::string& k : types) {
+          const YAML::Node v = value_of(k);
+          if (k == "type" || k == named || !(v.IsScalar() || v.IsSequence())) continue;
+          const std::vector<std::string> key = synonyms_of(k);
+          options +=
+              (options.empty() ? "" : ", ") + (key.size() == 1 ? key[0] : k) + ": " + flow_text(v);
+        }
+        std::string beside;  // name: and inputs: stay beside the layer type
+        if (!spec.name.empty()) beside += ", name: " + flow_text(value_of("name"));
+        if (!spec.inputs.empty()) beside += ", inputs: " + flow_text(value_of("inputs"));
+        std::string fixed;
+        for (const std::string& t : ours) {
+          const std::string layer = options.empty() ? t : t + ": {" + options + "}";
+          fixed += std::string(fixed.empty() ? "" : " or ") + "'- " +
+                   (beside.empty() ? layer
+                                   : "{" + (options.empty() ? t + ": {}" : layer) + beside + "}") +
+                   "'";
+        }
+        if (type && type.IsScalar()) {
+          std::string renamed;  // "'dense'", "'maxpool' or 'avgpool'"
+          for (const std::string& t : ours) renamed += (renamed.empty() ? "'" : " or '") + t + "'";
           throw ConfigError(
               spec.where + ": " + which + ": 'type: " + named + "' gives the layer type as a value",
-              "the layer type is the key: write " + fixed);
+              "the layer type is the key" +
+                  (ours.size() == 1 && ours[0] == named
+                       ? std::string()
+                       : ", and tandem calls " + named + " " + renamed) +
+                  ": write " + fixed);
+        }
         // "filters: 4", "kernel: [3, 3]": options; a mapping or nothing is another layer type.
         if (const YAML::Node loose = value_of(types[1]);
             value_of(types[0]).IsNull() && (loose.IsScalar() || loose.IsSequence()))
@@ -490,6 +560,12 @@ Config parse(const YAML::Node& root, const std::string& file) {
   c.input = Shape(shape);
   input.finish();
 
+  // Keras' and PyTorch's word for the layers: named, rather than 'layers' reported missing.
+  if (!top.has("layers") && top.has("model"))
+    top.fail("model", "unknown key, read as nothing; tandem reads a model's layers from 'layers:'",
+             top.node("model").IsSequence()
+                 ? "rename 'model:' to 'layers:'"
+                 : "list the layers under a top-level 'layers:', as configs/lenet.yaml does");
   parse_layers(c, top.node("layers"), file);
   c.loss = top.get_choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy", "mse"});
 

@@ -156,6 +156,12 @@ struct Config {
 // The one of `known` that `typed` most likely misspells (a letter or so apart, another case, a
 // prefix, a common synonym such as learning_rate for lr), or "".
 std::string closest_name(const std::string& typed, const std::vector<std::string>& known);
+// The same, with each of `known` that another framework's name stands for (Caffe's Pooling:
+// maxpool and avgpool); a synonym wins over a name a few letters apart. Empty: none is near.
+std::vector<std::string> closest_names(const std::string& typed,
+                                       const std::vector<std::string>& known);
+// "; did you mean 'a'?", "; did you mean 'a' or 'b'?"; "" for no names.
+std::string did_you_mean(const std::vector<std::string>& names);
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
 // sub-folders, for the other formats at the folder itself. `from` says where it was given

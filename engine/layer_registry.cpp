@@ -37,10 +37,9 @@ std::unique_ptr<Layer> make_layer(LayerSpec& spec) {
   if (it == layers().end()) {
     std::string known;
     for (const auto& [n, f] : layers()) known += (known.empty() ? "" : ", ") + n;
-    const std::string guess = closest_name(spec.type, layer_types());
     throw ConfigError(spec.where + ": layer " + std::to_string(spec.index + 1) +
                           ": unknown layer type '" + spec.type + "'" +
-                          (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
+                          did_you_mean(closest_names(spec.type, layer_types())),
                       "known layer types: " + known);
   }
   std::unique_ptr<Layer> layer = it->second(spec.args);

@@ -70,6 +70,21 @@ TEST(Cifar10, MissingBatchesAreNamed) {
   EXPECT_TRUE(contains(msg, "data_batch_2.bin, data_batch_5.bin are missing")) << msg;
 }
 
+// An image folder given to a CIFAR-10 config: the error says what the folder is and which format
+// reads it.
+TEST(Cifar10, AnImageFolderNamesTheFormatThatReadsIt) {
+  ScratchDir dir;
+  fs::create_directories(dir.file("train/cat"));
+  fs::create_directories(dir.file("test/cat"));
+  std::string msg = data_error([&] { load_cifar10(dir.str(), true, 10); });
+  EXPECT_TRUE(contains(msg,
+                       "data_batch_5.bin are missing; the folder holds train/ and test/ "
+                       "folders, an image folder | hint: for images in class folders set "
+                       "data: {format: image_folder, path: " +
+                           dir.str() + "}"))
+      << msg;
+}
+
 TEST(Cifar10, LabelAboveNineNamesTheRecord) {
   ScratchDir dir;
   std::vector<uint8_t> bytes = cifar_records(3);

@@ -178,54 +178,50 @@ void erase_meta(const std::string& path, const std::string& key) {
   });
 }
 
+// A checkpoint of model_tensors() and some_meta() as an older version wrote it, without the
+// metadata fields `keys`, read back into fresh tensors.
+struct OlderCheckpoint {
+  Tensors src = model_tensors(), dst = model_tensors();
+  CheckpointMeta meta;
+};
+OlderCheckpoint read_without(const std::string& name, const std::vector<std::string>& keys) {
+  OlderCheckpoint old;
+  const std::string path = temp_path(name);
+  write_checkpoint(path, old.src.named, some_meta());
+  for (const std::string& key : keys) erase_meta(path, key);
+  old.meta = read_checkpoint(path, old.dst.named);
+  return old;
+}
+
 // A file of an older version, without class names and batch size, still loads.
 TEST(Checkpoint, WithoutClassNamesAndBatchSizeLoads) {
-  Tensors src = model_tensors();
-  const std::string path = temp_path("old_meta.safetensors");
-  write_checkpoint(path, src.named, some_meta());
-  for (const char* key : {"class_names", "batch_size"}) erase_meta(path, key);
-  Tensors dst = model_tensors();
-  CheckpointMeta m = read_checkpoint(path, dst.named);
-  EXPECT_TRUE(m.class_names.empty());
-  EXPECT_EQ(m.batch_size, 0);
-  EXPECT_EQ(m.seed, 42u);
-  EXPECT_EQ(m.best_epoch, 2) << "the fields after them are read";
-  EXPECT_EQ(dst.values(1), src.values(1));
+  OlderCheckpoint old = read_without("old_meta.safetensors", {"class_names", "batch_size"});
+  EXPECT_TRUE(old.meta.class_names.empty());
+  EXPECT_EQ(old.meta.batch_size, 0);
+  EXPECT_EQ(old.meta.seed, 42u);
+  EXPECT_EQ(old.meta.best_epoch, 2) << "the fields after them are read";
+  EXPECT_EQ(old.dst.values(1), old.src.values(1));
 }
 
 // Before steps could be skipped (on_nan: skip_step) every step was an optimizer update.
 TEST(Checkpoint, WithoutAnUpdateCountEveryStepWasAnUpdate) {
-  Tensors src = model_tensors();
-  const std::string path = temp_path("old_updates.safetensors");
-  write_checkpoint(path, src.named, some_meta());
-  erase_meta(path, "updates");
-  Tensors dst = model_tensors();
-  CheckpointMeta m = read_checkpoint(path, dst.named);
-  EXPECT_EQ(m.updates, some_meta().step);
-  EXPECT_EQ(dst.values(0), src.values(0));
+  OlderCheckpoint old = read_without("old_updates.safetensors", {"updates"});
+  EXPECT_EQ(old.meta.updates, some_meta().step);
+  EXPECT_EQ(old.dst.values(0), old.src.values(0));
 }
 
 TEST(Checkpoint, WithoutABestEpochLoadsWithNone) {
-  Tensors src = model_tensors();
-  const std::string path = temp_path("old_best.safetensors");
-  write_checkpoint(path, src.named, some_meta());
-  for (const char* key : {"best_metric", "best_value", "best_epoch"}) erase_meta(path, key);
-  Tensors dst = model_tensors();
-  CheckpointMeta m = read_checkpoint(path, dst.named);
-  EXPECT_TRUE(m.best_metric.empty());
-  EXPECT_EQ(m.best_epoch, 0);
-  EXPECT_EQ(m.batch_size, 96);
+  OlderCheckpoint old =
+      read_without("old_best.safetensors", {"best_metric", "best_value", "best_epoch"});
+  EXPECT_TRUE(old.meta.best_metric.empty());
+  EXPECT_EQ(old.meta.best_epoch, 0);
+  EXPECT_EQ(old.meta.batch_size, 96);
 }
 
 TEST(Checkpoint, WithoutAHistoryLoadsWithNone) {
-  Tensors src = model_tensors();
-  const std::string path = temp_path("old_history.safetensors");
-  write_checkpoint(path, src.named, some_meta());
-  erase_meta(path, "history");
-  Tensors dst = model_tensors();
-  CheckpointMeta m = read_checkpoint(path, dst.named);
-  EXPECT_TRUE(m.history.empty());
-  EXPECT_EQ(m.best_epoch, 2);
+  OlderCheckpoint old = read_without("old_history.safetensors", {"history"});
+  EXPECT_TRUE(old.meta.history.empty());
+  EXPECT_EQ(old.meta.best_epoch, 2);
 }
 
 TEST(Checkpoint, AHistoryWithAMissingOrBadFigureIsRefused) {

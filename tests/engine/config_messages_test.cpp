@@ -119,9 +119,13 @@ TEST(ConfigMessages, UnknownLayerTypeSuggestsTheNearest) {
                                                        {"- conv2d:", "- Convolution2D:"},
                                                        {"- dense:", "- fully_connected:"},
                                                        {"  - relu\n", "  - BatchNormalization\n"},
-                                                       {"  - relu\n", "  - MaxPooling2D\n"}};
-  const char* meant[] = {"relu",   "flatten", "conv2d",    "dense",
-                         "conv2d", "dense",   "batchnorm", "maxpool"};
+                                                       {"  - relu\n", "  - MaxPooling2D\n"},
+                                                       {"- dense:", "- InnerProduct:"},
+                                                       {"- conv2d:", "- Convolution:"},
+                                                       {"  - relu\n", "  - Eltwise\n"},
+                                                       {"  - relu\n", "  - ReLU\n"}};
+  const char* meant[] = {"relu",      "flatten", "conv2d", "dense",  "conv2d", "dense",
+                         "batchnorm", "maxpool", "dense",  "conv2d", "add",    "relu"};
   for (size_t i = 0; i < std::size(cases); ++i) {
     Refusal r = refusal_of(with(cases[i].first, cases[i].second));
     EXPECT_NE(r.cause.find(std::string("; did you mean '") + meant[i] + "'?"), std::string::npos)
@@ -162,6 +166,63 @@ TEST(ConfigMessages, ATypeKeyAndOptionsBesideTheTypeGetTheFlowForm) {
   Refusal two = refusal_of(with("  - relu\n", "  - {relu: null, dense: {units: 4}}\n"));
   EXPECT_NE(two.cause.find("several layer types in one item (relu, dense)"), std::string::npos)
       << two.cause;
+}
+
+// The 'type:' form's fix names the layer type as tandem does (through the synonyms and the
+// nearest name) and keeps list options, 'name:' and 'inputs:'; the line it gives is accepted.
+TEST(ConfigMessages, ATypeKeyGetsTheFixInTandemsNames) {
+  const std::string dense = "  - dense: {units: 10}\n";
+  EXPECT_EQ(refusal_of(with(dense, "  - {type: Dense, units: 10}\n")).hint,
+            "the layer type is the key, and tandem calls Dense 'dense': write '- dense: {units: "
+            "10}'");
+  EXPECT_EQ(refusal_of(with(dense, "  - {type: Linear, units: 10}\n")).hint,
+            "the layer type is the key, and tandem calls Linear 'dense': write '- dense: {units: "
+            "10}'");
+  EXPECT_EQ(refusal_of(with("  - relu\n", "  - {type: MaxPooling2D, pool_size: 2}\n")).hint,
+            "the layer type is the key, and tandem calls MaxPooling2D 'maxpool': write '- maxpool: "
+            "{kernel: 2}'");
+  const std::string conv = "  - conv2d: {filters: 4, kernel: 3, padding: 1}\n";
+  Refusal named = refusal_of(
+      with(conv, "  - {type: Conv2D, filters: 4, kernel_size: [3, 3], padding: 1, name: c1}\n"));
+  EXPECT_EQ(named.cause, "bad.yaml:4:5: layer 1: 'type: Conv2D' gives the layer type as a value");
+  EXPECT_EQ(named.hint,
+            "the layer type is the key, and tandem calls Conv2D 'conv2d': write '- {conv2d: "
+            "{filters: 4, kernel: [3, 3], padding: 1}, name: c1}'");
+  Config fixed =
+      parse_config(with(conv, "  - {conv2d: {filters: 4, kernel: [3, 3], padding: 1}, name: c1}\n"),
+                   "good.yaml");
+  EXPECT_NO_THROW(Graph{fixed});
+  EXPECT_EQ(refusal_of(with("  - relu\n", "  - {type: relu, inputs: [c1]}\n")).hint,
+            "the layer type is the key: write '- {relu: {}, inputs: [c1]}'");
+}
+
+// Caffe's Pooling is either of tandem's pooling layers: both are named.
+TEST(ConfigMessages, CaffesPoolingSuggestsMaxpoolAndAvgpool) {
+  Refusal r = refusal_of(with("  - relu\n", "  - Pooling: {kernel: 2}\n"));
+  EXPECT_EQ(r.cause,
+            "bad.yaml:5:5: layer 2: unknown layer type 'Pooling'; did you mean 'maxpool' or "
+            "'avgpool'?");
+  Refusal typed = refusal_of(with("  - relu\n", "  - {type: Pooling, kernel_size: 2}\n"));
+  EXPECT_EQ(typed.hint,
+            "the layer type is the key, and tandem calls Pooling 'maxpool' or 'avgpool': write "
+            "'- maxpool: {kernel: 2}' or '- avgpool: {kernel: 2}'");
+}
+
+// Another framework's name wins over a name a letter or two from it.
+TEST(ConfigMessages, ASynonymWinsOverANearName) {
+  EXPECT_EQ(closest_name("fc", {"dense", "fc1"}), "dense");
+  EXPECT_EQ(closest_name("fc2", {"dense", "fc1"}), "fc1");
+  EXPECT_EQ(closest_names("Pooling", {"avgpool", "maxpool", "pool"}),
+            (std::vector<std::string>{"maxpool", "avgpool"}));
+}
+
+// Keras' and PyTorch's 'model:' for the list of layers: the key is named, not 'layers' missing.
+TEST(ConfigMessages, LayersUnderModelAreNamedWithTheRename) {
+  Refusal r = refusal_of(with("layers:", "model:"));
+  EXPECT_EQ(r.cause,
+            "bad.yaml:3:1: 'model': unknown key, read as nothing; tandem reads a model's layers "
+            "from 'layers:'");
+  EXPECT_EQ(r.hint, "rename 'model:' to 'layers:'");
 }
 
 // Keras and PyTorch models end in a softmax layer; tandem's loss applies it.

@@ -18,11 +18,7 @@ using Result = tandem::test::CliResult;
 
 Result trainer(const std::string& args) { return tandem::test::run_trainer(args); }
 
-// A one-epoch run of the small synthetic model (well under a second).
-std::string small_config(const std::string& name) {
-  return tandem::test::write_temp_file(name + ".yaml", tandem::test::small_model_yaml(name) +
-                                                           "train: {epochs: 1, batch_size: 32}\n");
-}
+using tandem::test::one_epoch_config;
 
 std::string text_of(const std::string& path) {
   std::ifstream in(path);
@@ -44,7 +40,7 @@ TEST(BadInput, HelpDescribesEachCommandUnderIt) {
 
 TEST(BadInput, BatchSizeBeyondAnIntIsRefusedNotWrapped) {
   // 4294967297 cast to int is 1: the run would train with batch size 1.
-  Result r = trainer("--config " + small_config("wrap") + " --batch-size 4294967297 --quiet");
+  Result r = trainer("--config " + one_epoch_config("wrap") + " --batch-size 4294967297 --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --batch-size 4294967297 is out of range"), std::string::npos)
       << r.out;
@@ -52,7 +48,7 @@ TEST(BadInput, BatchSizeBeyondAnIntIsRefusedNotWrapped) {
 }
 
 TEST(BadInput, NonNumericBatchSizeNamesTheFlagWithAHint) {
-  Result r = trainer("--config " + small_config("nonnum") + " --batch-size abc --quiet");
+  Result r = trainer("--config " + one_epoch_config("nonnum") + " --batch-size abc --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --batch-size expects an integer, got 'abc'"), std::string::npos)
       << r.out;
@@ -60,7 +56,7 @@ TEST(BadInput, NonNumericBatchSizeNamesTheFlagWithAHint) {
 }
 
 TEST(BadInput, ZeroEpochsIsRefusedWithAHint) {
-  Result r = trainer("--config " + small_config("zero") + " --epochs 0 --quiet");
+  Result r = trainer("--config " + one_epoch_config("zero") + " --epochs 0 --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --epochs must be at least 1\nhint: e.g. --epochs 5"),
             std::string::npos)
@@ -68,20 +64,20 @@ TEST(BadInput, ZeroEpochsIsRefusedWithAHint) {
 }
 
 TEST(BadInput, NegativeSeedIsRefused) {
-  Result r = trainer("--config " + small_config("seed") + " --seed -1 --quiet");
+  Result r = trainer("--config " + one_epoch_config("seed") + " --seed -1 --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --seed expects a non-negative integer, got '-1'"), std::string::npos)
       << r.out;
 }
 
 TEST(BadInput, SeedsAboveAnIntAreTaken) {
-  Result r = trainer("--config " + small_config("bigseed") + " --seed 4294967297 --quiet");
+  Result r = trainer("--config " + one_epoch_config("bigseed") + " --seed 4294967297 --quiet");
   EXPECT_EQ(r.status, 0) << r.out;
 }
 
 TEST(BadInput, NegativeOrInfiniteLearningRateIsRefused) {
   for (const char* lr : {"-0.1", "inf", "nan"}) {
-    Result r = trainer("--config " + small_config("lr") + " --lr " + lr + " --quiet");
+    Result r = trainer("--config " + one_epoch_config("lr") + " --lr " + lr + " --quiet");
     EXPECT_EQ(r.status, 2) << lr << ": " << r.out;
     EXPECT_NE(r.out.find("error: --lr must be a positive finite number"), std::string::npos)
         << r.out;
@@ -89,7 +85,7 @@ TEST(BadInput, NegativeOrInfiniteLearningRateIsRefused) {
 }
 
 TEST(BadInput, FlagFollowedByAnotherFlagNeedsAValue) {
-  Result r = trainer("--config " + small_config("noval") + " --epochs --quiet");
+  Result r = trainer("--config " + one_epoch_config("noval") + " --epochs --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --epochs needs a value"), std::string::npos) << r.out;
 }
@@ -115,7 +111,7 @@ TEST(BadInput, ShortAndLongConfigFlagCountAsOneFlag) {
 }
 
 TEST(BadInput, RepeatedBatchSizesAddUpToOneList) {
-  Result r = trainer("bench --config " + small_config("sizes") +
+  Result r = trainer("bench --config " + one_epoch_config("sizes") +
                      " --batch-sizes 8,16 --batch-sizes 32 --steps 1 --warmup 0 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* batch : {"\"batch_size\": 8,", "\"batch_size\": 16,", "\"batch_size\": 32,"})
@@ -143,7 +139,7 @@ TEST(BadInput, EmptyEntryOfADeviceListIsNamed) {
 TEST(BadInput, MetricsAndPlotFoldersAreCreated) {
   const std::string dir = ::testing::TempDir() + "bad_input_new_folder";
   fs::remove_all(dir);
-  Result r = trainer("--config " + small_config("newdir") + " --quiet --metrics " + dir +
+  Result r = trainer("--config " + one_epoch_config("newdir") + " --quiet --metrics " + dir +
                      "/runs/m.jsonl --plot " + dir + "/plots/p.png");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(fs::exists(dir + "/runs/m.jsonl"));
@@ -155,7 +151,7 @@ TEST(BadInput, MetricsAndPlotFoldersAreCreated) {
 #ifdef TANDEM_WITH_PLPLOT
 TEST(BadInput, UnwritablePlotPathFailsBeforeTraining) {
   // /proc takes no new file, even from root.
-  Result r = trainer("--config " + small_config("noplot") + " --plot /proc/tandem.png");
+  Result r = trainer("--config " + one_epoch_config("noplot") + " --plot /proc/tandem.png");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --plot /proc/tandem.png: cannot create files in /proc"),
             std::string::npos)
@@ -167,7 +163,7 @@ TEST(BadInput, UnwritablePlotPathFailsBeforeTraining) {
 TEST(BadInput, PlotPathThatIsAFolderIsRefusedAndKept) {
   const std::string dir = ::testing::TempDir() + "bad_input_folder.png";
   fs::create_directories(dir);
-  Result r = trainer("--config " + small_config("plotdir") + " --quiet --plot " + dir);
+  Result r = trainer("--config " + one_epoch_config("plotdir") + " --quiet --plot " + dir);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("is a folder"), std::string::npos) << r.out;
   EXPECT_TRUE(fs::is_directory(dir));
@@ -175,7 +171,7 @@ TEST(BadInput, PlotPathThatIsAFolderIsRefusedAndKept) {
 #endif
 
 TEST(BadInput, UnwritableMetricsPathFailsBeforeTraining) {
-  Result r = trainer("--config " + small_config("nometrics") + " --metrics /proc/tandem.jsonl");
+  Result r = trainer("--config " + one_epoch_config("nometrics") + " --metrics /proc/tandem.jsonl");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --metrics /proc/tandem.jsonl: cannot create files in /proc"),
             std::string::npos)
@@ -187,7 +183,7 @@ TEST(BadInput, UnwritableMetricsPathFailsBeforeTraining) {
 TEST(BadInput, MetricsPathThatIsAFolderIsRefused) {
   const std::string dir = ::testing::TempDir() + "bad_input_metrics_folder";
   fs::create_directories(dir);
-  Result r = trainer("--config " + small_config("metricsdir") + " --quiet --metrics " + dir);
+  Result r = trainer("--config " + one_epoch_config("metricsdir") + " --quiet --metrics " + dir);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --metrics " + dir + " is a folder"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: give a file name, e.g. --metrics " + dir + "/metrics.jsonl"),
@@ -198,7 +194,7 @@ TEST(BadInput, MetricsPathThatIsAFolderIsRefused) {
 TEST(BadInput, RunThatFailsBeforeItsFirstEpochKeepsTheOldMetricsFile) {
   const std::string metrics = ::testing::TempDir() + "bad_input_old.jsonl";
   std::ofstream(metrics) << "{\"epoch\": 1}\n";
-  Result r = trainer("--config " + small_config("keep") + " --quiet --metrics " + metrics +
+  Result r = trainer("--config " + one_epoch_config("keep") + " --quiet --metrics " + metrics +
                      " --resume " + ::testing::TempDir() + "no_such.safetensors");
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_EQ(text_of(metrics), "{\"epoch\": 1}\n");
@@ -222,7 +218,7 @@ TEST(BadInput, ResumingAnotherModelNamesTheModelBeforeTheBatchSize) {
   // The checkpoint's batch size (64) differs from this run's (32) too: the model is what to fix.
   const std::string dir = checkpoint_of("other_model", 6);
   Result r =
-      trainer("--config " + small_config("this_model") + " --epochs 2 --quiet --resume " + dir);
+      trainer("--config " + one_epoch_config("this_model") + " --epochs 2 --quiet --resume " + dir);
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("holds another model: its layer 1 is conv2d_1 [6, 10, 10] (60 parameters), "
                        "this config's is conv2d_1 [4, 10, 10] (40 parameters)"),
@@ -235,14 +231,14 @@ TEST(BadInput, ResumingAnotherModelNamesTheModelBeforeTheBatchSize) {
 
 TEST(BadInput, EvalWithAnotherModelsConfigSaysToLeaveItOut) {
   const std::string dir = checkpoint_of("eval_model", 6);
-  Result r = trainer("eval --checkpoint " + dir + " --config " + small_config("eval_other"));
+  Result r = trainer("eval --checkpoint " + dir + " --config " + one_epoch_config("eval_other"));
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("holds another model"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: leave out --config"), std::string::npos) << r.out;
 }
 
 TEST(BadInput, AConfigGivenAsTheCheckpointIsNamedNotASafetensorsFile) {
-  Result r = trainer("eval --checkpoint " + small_config("not_a_checkpoint"));
+  Result r = trainer("eval --checkpoint " + one_epoch_config("not_a_checkpoint"));
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("is unusable: it is not a .safetensors file"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: "), std::string::npos) << r.out;
@@ -250,7 +246,7 @@ TEST(BadInput, AConfigGivenAsTheCheckpointIsNamedNotASafetensorsFile) {
 }
 
 TEST(BadInput, AnotherCommandsFlagSaysWhoseItIs) {
-  Result r = trainer("bench --config " + small_config("bench_flag") + " --resume x");
+  Result r = trainer("bench --config " + one_epoch_config("bench_flag") + " --resume x");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --resume is not a flag of bench\nhint: it belongs to training"),
             std::string::npos)
@@ -259,8 +255,8 @@ TEST(BadInput, AnotherCommandsFlagSaysWhoseItIs) {
 
 // They were ignored: the command ran (exit 0) and the user took them for used.
 TEST(BadInput, BenchRefusesTrainingFlags) {
-  Result r =
-      trainer("bench --config " + small_config("bench_metrics") + " --metrics x.jsonl --epochs 3");
+  Result r = trainer("bench --config " + one_epoch_config("bench_metrics") +
+                     " --metrics x.jsonl --epochs 3");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --metrics is not a flag of bench\nhint: it belongs to training; "
                        "see trainer bench --help"),
@@ -286,7 +282,7 @@ TEST(BadInput, DevicesRefusesFlagsOfOtherCommands) {
 }
 
 TEST(BadInput, AMisspeltFlagGetsTheNearest) {
-  Result r = trainer("--config " + small_config("flag_typo") + " --batchsize 3");
+  Result r = trainer("--config " + one_epoch_config("flag_typo") + " --batchsize 3");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("unknown argument '--batchsize'; did you mean '--batch-size'?"),
             std::string::npos)
@@ -295,7 +291,8 @@ TEST(BadInput, AMisspeltFlagGetsTheNearest) {
 
 TEST(BadInput, ExportImagesToAnUnwritablePlaceIsAUsageError) {
   // It was an internal error (exit 70) with the filesystem's exception text.
-  Result r = trainer("export-images --config " + small_config("export_proc") + " --out /proc/x");
+  Result r =
+      trainer("export-images --config " + one_epoch_config("export_proc") + " --out /proc/x");
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: --out /proc/x: cannot create a folder in /proc"), std::string::npos)
       << r.out;
@@ -306,7 +303,7 @@ TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
   const fs::path parent = fs::path(::testing::TempDir()) / "bad_input_export";
   fs::remove_all(parent);
   fs::create_directories(parent / "out");  // an empty folder is taken, and a trailing '/' too
-  Result r = trainer("export-images --config " + small_config("export_ok") + " --out " +
+  Result r = trainer("export-images --config " + one_epoch_config("export_ok") + " --out " +
                      (parent / "out").string() + "/ --limit-per-class 2");
   ASSERT_EQ(r.status, 0) << r.out;
   std::vector<std::string> names;
@@ -320,13 +317,10 @@ TEST(BadInput, ExportImagesLeavesOnlyTheFolderAsked) {
 // without it the one short batch is the epoch, and the run's header says so.
 TEST(BadInput, ABatchBeyondTheTrainSplitIsOneStepAnEpochOrWithDropLastRefused) {
   auto config = [](const std::string& drop_last) {
-    return tandem::test::write_temp_file("big_batch_" + drop_last + ".yaml", R"(name: big_batch
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 40, test_size: 16, seed: 3}
-train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
+    return tandem::test::write_dense_config(
+        "big_batch_" + drop_last, {.classes = 4,
+                                   .data = "train_size: 40, test_size: 16, seed: 3",
+                                   .train = "epochs: 1, batch_size: 64, drop_last: " + drop_last});
   };
   Result r = trainer("--config " + config("true"));
   EXPECT_EQ(r.status, 3) << r.out;
@@ -366,14 +360,11 @@ train: {epochs: 1, batch_size: 64, drop_last: )" + drop_last + "}\n");
 // whatever the machine's memory and overcommit settings. (The sanitizers' allocator is told to
 // fail as malloc does, not to abort.)
 TEST(BadInput, OutOfHostMemoryNamesTheSizeAndTheBatchToTry) {
-  const std::string config = tandem::test::write_temp_file("huge_batch.yaml", R"(name: huge_batch
-input: {shape: [1, 256, 256]}
-layers:
-  - flatten
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 8, test_size: 4, seed: 3}
-train: {epochs: 1, batch_size: 4}
-)");
+  const std::string config = tandem::test::write_dense_config(
+      "huge_batch", {.side = 256,
+                     .classes = 4,
+                     .data = "train_size: 8, test_size: 4, seed: 3",
+                     .train = "epochs: 1, batch_size: 4"});
   Result r = tandem::test::run_trainer_with(
       "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0",
       "bench --config " + config + " --device cpu --batch-size 2000000000 --steps 1 --quiet");
@@ -399,13 +390,14 @@ train: {epochs: 1, batch_size: 4}
 }
 
 TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
-  Result r = trainer("--config " + small_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
+  Result r =
+      trainer("--config " + one_epoch_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("error: cannot create checkpoint folder '/proc/tandem'"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("Epoch 1"), std::string::npos) << "trained before failing: " << r.out;
   // A folder that exists but takes no files (/proc/self, even for root) fails as soon.
-  r = trainer("--config " + small_config("ckpt_proc_self") + " --checkpoint-dir /proc/self");
+  r = trainer("--config " + one_epoch_config("ckpt_proc_self") + " --checkpoint-dir /proc/self");
   EXPECT_EQ(r.status, 7) << r.out;
   EXPECT_NE(r.out.find("error: cannot write in checkpoint folder '/proc/self': "),
             std::string::npos)

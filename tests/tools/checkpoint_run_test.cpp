@@ -168,23 +168,35 @@ TEST(Resume, WithoutTheOptimizerStateDiverges) {
   EXPECT_NE(rest[1], whole[9]);
 }
 
-TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
+// A quiet run of the small config checkpointing into `dir`, of `epochs` epochs (unset: the
+// config's 3).
+RunRequest checkpointing_run(const std::string& dir, std::optional<int64_t> epochs = {}) {
   register_everything();
-  const std::string dir = test::fresh_dir("ckpt_resume");
+  RunRequest r;
+  r.config_path = small_config();
+  r.checkpoint_dir = dir;
+  r.epochs = epochs;
+  r.quiet = true;
+  return r;
+}
+
+// `first` again, resumed from the newest checkpoint in its folder, to `epochs` epochs in all.
+RunRequest resumed(const RunRequest& first, int64_t epochs) {
+  RunRequest again = first;
+  again.resume = first.checkpoint_dir;
+  again.epochs = epochs;
+  return again;
+}
+
+TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
   const std::string metrics = ::testing::TempDir() + "ckpt_resume.jsonl";
-  RunRequest first;
-  first.config_path = small_config();
-  first.checkpoint_dir = dir;
-  first.epochs = 2;
-  first.quiet = true;
+  RunRequest first = checkpointing_run(test::fresh_dir("ckpt_resume"), 2);
   first.metrics_path = metrics;
   ASSERT_EQ(run_train(first), 0);
   // A line of a later epoch (an earlier, longer run into the same file) is not this run's.
   std::ofstream(metrics, std::ios::app) << "{\"device\": \"cpu\", \"epoch\": 7}\n";
-  RunRequest again = first;
+  RunRequest again = resumed(first, 3);
   again.checkpoint_dir.clear();
-  again.resume = dir;
-  again.epochs = 3;
   ASSERT_EQ(run_train(again), 0);
   std::ifstream in(metrics);
   std::vector<std::string> lines;
@@ -198,19 +210,12 @@ TEST(Resume, FromTheNewestInAFolderContinuesToTheTotalEpochs) {
 // The checkpoints carry the run's epochs, so a resumed run writes them into a metrics file of its
 // own and passes them on in its own checkpoints.
 TEST(Resume, TheMetricsAndCheckpointsOfAResumedRunHoldEveryEpoch) {
-  register_everything();
   const std::string dir = test::fresh_dir("ckpt_history");
-  RunRequest first;
-  first.config_path = small_config();
-  first.checkpoint_dir = dir;
-  first.epochs = 2;
-  first.quiet = true;
+  const RunRequest first = checkpointing_run(dir, 2);
   ASSERT_EQ(run_train(first), 0);
   const CheckpointMeta before = read_checkpoint_meta(dir + "/epoch-2.safetensors");
   ASSERT_EQ(before.history.size(), 2u);
-  RunRequest again = first;
-  again.resume = dir;
-  again.epochs = 3;
+  RunRequest again = resumed(first, 3);
   again.metrics_path = dir + "/after_resume.csv";
   ASSERT_EQ(run_train(again), 0);
 
@@ -231,12 +236,8 @@ TEST(Resume, TheMetricsAndCheckpointsOfAResumedRunHoldEveryEpoch) {
 }
 
 TEST(Resume, RefusesADoneRunAnotherSeedAndAnotherModel) {
-  register_everything();
   const std::string dir = test::fresh_dir("ckpt_refuse");
-  RunRequest first;
-  first.config_path = small_config();
-  first.checkpoint_dir = dir;
-  first.quiet = true;
+  const RunRequest first = checkpointing_run(dir);
   ASSERT_EQ(run_train(first), 0);
   auto error_of = [](const RunRequest& r) -> std::string {
     try {

@@ -14,16 +14,12 @@ namespace {
 using test::run_trainer;
 
 std::string eval_config() {
-  return test::write_temp_file("eval_small.yaml", R"(name: eval_small
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 16}
-  - relu
-  - dense: {units: 3}
-data: {format: synthetic, classes: 3, train_size: 96, test_size: 60, seed: 2}
-train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4}
-)");
+  return test::write_dense_config(
+      "eval_small",
+      {.hidden = {16},
+       .classes = 3,
+       .data = "train_size: 96, test_size: 60, seed: 2",
+       .train = "epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4"});
 }
 
 TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
@@ -104,17 +100,12 @@ namespace {
 TEST(NanLoss, StopsWithTheStepTheHintAndTheLastGoodCheckpoint) {
   const std::string dir = ::testing::TempDir() + "nan_ckpt";
   std::filesystem::remove_all(dir);
-  const std::string config = test::write_temp_file("nan.yaml", R"(name: nan
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 16}
-  - relu
-  - dense: {units: 3}
-data: {format: synthetic, classes: 3, train_size: 96, test_size: 16, seed: 2}
-train: {epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: 0.9}, seed: 4,
-        schedule: {type: step, step: 1, gamma: 1000}}
-)");
+  const std::string config = test::write_dense_config(
+      "nan", {.hidden = {16},
+              .classes = 3,
+              .data = "train_size: 96, test_size: 16, seed: 2",
+              .train = "epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: "
+                       "0.9}, seed: 4, schedule: {type: step, step: 1, gamma: 1000}"});
   auto r = test::run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
   EXPECT_EQ(r.status, 6) << r.out;
   EXPECT_NE(r.out.find("error: the training loss became"), std::string::npos) << r.out;

@@ -1,5 +1,4 @@
 // The trainer executable as a user meets it: flags, exit codes, messages, metrics files.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -64,23 +63,12 @@ TEST(TrainerCli, AMisspeltCommandGetsTheNearest) {
       << r.out;
 }
 
-// One dense layer over 8x8 synthetic samples of `classes` classes (32 to train on); `train`:
-// epochs, batch_size and the SGD lr, as "epochs: 1, batch_size: 8, lr: 0.1".
-std::string dense_config(const std::string& name, int classes, int test_size,
-                         const std::string& train) {
-  std::string t = train;
-  const size_t lr = t.find("lr: ");
-  t = t.substr(0, lr) + "optimizer: {type: sgd, " + t.substr(lr) + "}";
-  return write_temp(name + ".yaml",
-                    fmt::format("name: {}\ninput: {{shape: [1, 8, 8]}}\nlayers:\n  - flatten\n"
-                                "  - dense: {{units: {}}}\ndata: {{format: synthetic, classes: {}, "
-                                "train_size: 32, test_size: {}}}\ntrain: {{{}}}\n",
-                                name, classes, classes, test_size, t));
-}
-
 // --flag=value is --flag value; a flag that takes no value refuses one.
 TEST(TrainerCli, FlagsTakeTheirValueAfterAnEqualsSignToo) {
-  const std::string config = dense_config("equals", 3, 8, "epochs: 3, batch_size: 8, lr: 0.1");
+  const std::string config = tandem::test::write_dense_config(
+      "equals", {.classes = 3,
+                 .data = "train_size: 32, test_size: 8",
+                 .train = "epochs: 3, batch_size: 8, optimizer: {type: sgd, lr: 0.1}"});
   Result r = trainer("--config=" + config + " --epochs=1 --lr=0.05 --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("after 1 epoch,"), std::string::npos) << r.out;
@@ -105,7 +93,10 @@ TEST(TrainerCli, BenchRefusesABatchSizeBesideBatchSizes) {
 
 // A run that ends where guessing would says so, with the learning rate it had.
 TEST(TrainerCli, ARunThatEndsAtChanceSaysSo) {
-  const std::string config = dense_config("chance", 4, 400, "epochs: 1, batch_size: 8, lr: 1.0e-9");
+  const std::string config = tandem::test::write_dense_config(
+      "chance", {.classes = 4,
+                 .data = "train_size: 32, test_size: 400",
+                 .train = "epochs: 1, batch_size: 8, optimizer: {type: sgd, lr: 1.0e-9}"});
   Result r = trainer("--config " + config + " --quiet");
   ASSERT_EQ(r.status, 0) << r.out;
   std::smatch m;
@@ -200,8 +191,7 @@ TEST(TrainerCli, MistypedDeviceGetsTheNearestAndEveryAcceptedForm) {
 }
 
 TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
-  const std::string config = write_temp(
-      "auto.yaml", tandem::test::small_model_yaml("auto") + "train: {epochs: 1, batch_size: 32}\n");
+  const std::string config = tandem::test::one_epoch_config("auto");
   const std::string metrics = ::testing::TempDir() + "auto.jsonl";
   Result r = trainer("--config " + config + " --device auto --metrics " + metrics);
   ASSERT_EQ(r.status, 0) << r.out;
@@ -229,8 +219,7 @@ TEST(TrainerCli, DeviceAutoTakesTheGpuWhenItCanRunElseTheCpuAndSaysWhy) {
 // --device all: the CPU, then every GPU that can run here, side by side; here without a GPU, the
 // CPU alone and the line that says why.
 TEST(TrainerCli, DeviceAllTrainsOnTheCpuThenEveryUsableGpuElseSaysWhyNot) {
-  const std::string config = write_temp(
-      "all.yaml", tandem::test::small_model_yaml("all") + "train: {epochs: 1, batch_size: 32}\n");
+  const std::string config = tandem::test::one_epoch_config("all");
   const std::string metrics = ::testing::TempDir() + "all.jsonl";
   Result r = trainer("--config " + config + " --device all --metrics " + metrics);
   ASSERT_EQ(r.status, 0) << r.out;
@@ -268,16 +257,12 @@ TEST(TrainerCli, EvalAndPredictRefuseAListOfDevices) {
 }
 
 TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
-  std::string config = write_temp("synthetic.yaml", R"(name: small
-input: {shape: [1, 8, 8]}
-layers:
-  - flatten
-  - dense: {units: 16}
-  - relu
-  - dense: {units: 4}
-data: {format: synthetic, classes: 4, train_size: 64, test_size: 32, seed: 1}
-train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 1}
-)");
+  std::string config = tandem::test::write_dense_config(
+      "synthetic",
+      {.hidden = {16},
+       .classes = 4,
+       .data = "train_size: 64, test_size: 32, seed: 1",
+       .train = "epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 1"});
   std::string metrics = ::testing::TempDir() + "metrics.jsonl";
   Result r = trainer("--config " + config + " --metrics " + metrics);
   ASSERT_EQ(r.status, 0) << r.out;
