@@ -149,11 +149,19 @@ std::string closest_name(const std::string& typed, const std::vector<std::string
   return meant.empty() ? "" : meant[0];
 }
 
-std::string did_you_mean(const std::vector<std::string>& names) {
+std::string quoted_list(const std::vector<std::string>& names) {
   std::string text;
   for (size_t i = 0; i < names.size(); ++i)
     text += (i == 0 ? "'" : i + 1 == names.size() ? " or '" : ", '") + names[i] + "'";
-  return names.empty() ? "" : "; did you mean " + text + "?";
+  return text;
+}
+
+std::string did_you_mean(const std::vector<std::string>& names) {
+  return names.empty() ? "" : "; did you mean " + quoted_list(names) + "?";
+}
+
+std::string did_you_mean(const std::string& name) {
+  return did_you_mean(name.empty() ? std::vector<std::string>{} : std::vector<std::string>{name});
 }
 
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
@@ -296,9 +304,8 @@ std::string ConfigMap::get_choice(const std::string& key, const std::string& fal
     if (c == v) return v;
   std::string list;
   for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
-  const std::string guess = closest_name(v, choices);
   fail(key,
-       "unknown value '" + v + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+       "unknown value '" + v + "'" + did_you_mean(closest_names(v, choices)) +
            "; expected one of: " + list,
        "write one of the values listed");
 }
@@ -384,7 +391,7 @@ void ConfigMap::finish() const {
       }
     }
     throw ConfigError(
-        where(key) + ": unknown key" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+        where(key) + ": unknown key" + did_you_mean(guess) +
             (known.empty() ? "; this section takes no keys" : "; expected one of: " + known),
         hint);
   }
@@ -487,14 +494,12 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
                    "'";
         }
         if (type && type.IsScalar()) {
-          std::string renamed;  // "'dense'", "'maxpool' or 'avgpool'"
-          for (const std::string& t : ours) renamed += (renamed.empty() ? "'" : " or '") + t + "'";
           throw ConfigError(
               spec.where + ": " + which + ": 'type: " + named + "' gives the layer type as a value",
               "the layer type is the key" +
                   (ours.size() == 1 && ours[0] == named
                        ? std::string()
-                       : ", and tandem calls " + named + " " + renamed) +
+                       : ", and tandem calls " + named + " " + quoted_list(ours)) +
                   ": write " + fixed);
         }
         // "filters: 4", "kernel: [3, 3]": options; a mapping or nothing is another layer type.
@@ -705,9 +710,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (!k.best.empty() && !find_epoch_metric(k.best)) {
     std::vector<std::string> names;
     for (const EpochMetric& m : epoch_metrics()) names.push_back(m.name);
-    const std::string close = closest_name(k.best, names);
     ckpt.fail("best", "unknown metric '" + k.best + "'" +
-                          (close.empty() ? "" : "; did you mean '" + close + "'?") +
+                          did_you_mean(closest_names(k.best, names)) +
                           "; expected one of: " + epoch_metric_names());
   }
   if (k.best.rfind("val_", 0) == 0 && c.data.val_split == 0)

@@ -160,8 +160,11 @@ std::string closest_name(const std::string& typed, const std::vector<std::string
 // maxpool and avgpool); a synonym wins over a name a few letters apart. Empty: none is near.
 std::vector<std::string> closest_names(const std::string& typed,
                                        const std::vector<std::string>& known);
-// "; did you mean 'a'?", "; did you mean 'a' or 'b'?"; "" for no names.
+// "'a'", "'a' or 'b'", "'a', 'b' or 'c'".
+std::string quoted_list(const std::vector<std::string>& names);
+// "; did you mean 'a'?", "; did you mean 'a' or 'b'?"; "" for no names (or an empty name).
 std::string did_you_mean(const std::vector<std::string>& names);
+std::string did_you_mean(const std::string& name);
 
 // Points both splits at `folder` (data.path, --data): for image_folder at its train/ and test/
 // sub-folders, for the other formats at the folder itself. `from` says where it was given

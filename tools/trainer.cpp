@@ -116,9 +116,8 @@ tandem::UsageError unknown_argument(const std::string& a, const std::string& com
   std::vector<std::string> flags = tandem::flag_names();
   flags.insert(flags.end(), {"--help", "--version"});
   const std::string guess = tandem::closest_name(a, flags);
-  return tandem::UsageError(
-      "unknown argument '" + a + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
-      "see " + help_of(command));
+  return tandem::UsageError("unknown argument '" + a + "'" + tandem::did_you_mean(guess),
+                            "see " + help_of(command));
 }
 
 // The accepted forms of one --device entry.
@@ -137,9 +136,8 @@ void check_device_name(const std::string& d) {
   if (std::find(known.begin(), known.end(), name) != known.end()) return;
   std::string guess = tandem::closest_name(name, known);  // "GPU": gpu, "cuda": gpu
   if (!guess.empty() && colon != std::string::npos) guess += d.substr(colon);
-  throw tandem::UsageError(
-      "unknown device '" + d + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"),
-      kDeviceForms);
+  throw tandem::UsageError("unknown device '" + d + "'" + tandem::did_you_mean(guess),
+                           kDeviceForms);
 }
 
 int run(int argc, char** argv) {
@@ -181,7 +179,7 @@ int run(int argc, char** argv) {
     std::vector<std::string> words = commands;
     words.insert(words.end(), {"help", "version"});
     if (const std::string guess = tandem::closest_name(args[0], words); !guess.empty())
-      throw tandem::UsageError("unknown command '" + args[0] + "'; did you mean '" + guess + "'?",
+      throw tandem::UsageError("unknown command '" + args[0] + "'" + tandem::did_you_mean(guess),
                                fmt::format("the commands are {} (train when none is given); see "
                                            "trainer --help",
                                            fmt::join(commands, ", ")));
