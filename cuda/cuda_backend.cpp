@@ -18,6 +18,15 @@ namespace tandem {
 // DevicePool
 
 namespace {
+// Makes `device` the calling thread's current GPU. Each backend holds its own device, and in a
+// list of GPUs (`--device gpu:0,gpu:1`) every backend starts before the first runs, which leaves
+// the last one started current: a run's ops (and a block's cudaFree) must not depend on that.
+void make_current(int device) {
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != device)
+    CUDA_CHECK(cudaSetDevice(device));
+}
+
 class PoolHandle {  // the deleter of a pool block: returns it to the free list of its pool
  public:
   PoolHandle(std::shared_ptr<DevicePool> pool, size_t size) : pool_(std::move(pool)), size_(size) {}
@@ -33,9 +42,7 @@ DevicePool::DevicePool(int device, int64_t batch_size)
     : batch_size_(batch_size),
       cache_(
           [device](size_t bytes) -> void* {
-            int current = -1;
-            if (cudaGetDevice(&current) != cudaSuccess || current != device)
-              CUDA_CHECK(cudaSetDevice(device));
+            make_current(device);
             void* p = nullptr;
             cudaError_t err = cudaMalloc(&p, bytes);
             if (err == cudaSuccess) return p;
@@ -46,7 +53,11 @@ DevicePool::DevicePool(int device, int64_t batch_size)
           // A cached block may still be used by queued ops (reuse is stream-ordered), and
           // cudaFree only "may" synchronise: wait for the device first (it is rare: out of
           // memory, and the end).
-          [](void* p, size_t) {
+          [device](void* p, size_t) {
+            if (cudaSetDevice(device) != cudaSuccess) {  // no device left to free it on
+              cudaGetLastError();
+              return;
+            }
             cudaDeviceSynchronize();
             cudaFree(p);
           }) {}
@@ -212,6 +223,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
 }
 
 void CudaBackend::release() {
+  cudaSetDevice(device_);  // its handles and buffers belong to its device
   if (copy_stream_) cudaStreamSynchronize(copy_stream_);
   if (stream_) cudaStreamSynchronize(stream_);
   conv_cache_.clear();
@@ -342,7 +354,13 @@ bool is_pinned(const void* host) {
 }
 }  // namespace
 
+std::shared_ptr<void> CudaBackend::allocate(size_t bytes) {
+  make_current(device_);  // a run's first call: its graph's tensors (a cached block sets none)
+  return pool_->allocate(bytes);
+}
+
 void CudaBackend::upload(Tensor& dst, const void* host) {
+  make_current(device_);  // each step starts here; another backend may have run on this thread
   size_t n = dst.bytes();
   if (n == 0) return;
   if (is_pinned(host)) {  // allocate_host memory: straight to the device, no staging copy
@@ -365,6 +383,7 @@ void CudaBackend::upload(Tensor& dst, const void* host) {
 }
 
 void CudaBackend::upload_ahead(Tensor& dst, const void* host) {
+  make_current(device_);
   if (dst.bytes() == 0) return;
   if (!is_pinned(host)) {  // a pageable copy cannot run beside the ops anyway
     upload(dst, host);

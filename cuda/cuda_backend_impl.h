@@ -88,7 +88,7 @@ class CudaBackend : public Backend {
   InfoRows info() const override;
   std::vector<std::string> placement_log() const override;
 
-  std::shared_ptr<void> allocate(size_t bytes) override { return pool_->allocate(bytes); }
+  std::shared_ptr<void> allocate(size_t bytes) override;
   std::shared_ptr<void> allocate_host(size_t bytes) override;
   void upload(Tensor& dst, const void* host) override;
   void upload_ahead(Tensor& dst, const void* host) override;
