@@ -474,10 +474,17 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
         if (std::find(known.begin(), known.end(), named) == known.end())
           if (std::vector<std::string> meant = closest_names(named, known); !meant.empty())
             ours = meant;
+        // Caffe's Pooling says which with "pool: MAX" or "pool: AVE": tandem's layer type.
+        const YAML::Node caffe_pool = value_of("pool");
+        const bool pool_named = ours.size() > 1 && caffe_pool && caffe_pool.IsScalar() &&
+                                (caffe_pool.Scalar() == "MAX" || caffe_pool.Scalar() == "AVE");
+        if (pool_named) ours = {caffe_pool.Scalar() == "MAX" ? "maxpool" : "avgpool"};
         std::string options;
         for (const std::string& k : types) {
           const YAML::Node v = value_of(k);
-          if (k == "type" || k == named || !(v.IsScalar() || v.IsSequence())) continue;
+          if (k == "type" || k == named || (pool_named && k == "pool") ||
+              !(v.IsScalar() || v.IsSequence()))
+            continue;
           const std::vector<std::string> key = synonyms_of(k);
           options +=
               (options.empty() ? "" : ", ") + (key.size() == 1 ? key[0] : k) + ": " + flow_text(v);
@@ -555,6 +562,10 @@ Config parse(const YAML::Node& root, const std::string& file) {
   };
   misspelt("input");
   misspelt("layers");
+  // "input: [1, 28, 28]": the shape without its key.
+  if (const YAML::Node given = top.node("input"); given.IsSequence())
+    top.fail("input", "expected {shape: [C, H, W]}, got the list " + flow_text(given),
+             "give the shape its key: write 'input: {shape: " + flow_text(given) + "}'");
   ConfigMap input = top.map("input");
   if (!top.has("input"))
     top.fail("", "missing 'input: {shape: [C, H, W]}'", "add e.g. 'input: {shape: [1, 28, 28]}'");

@@ -208,6 +208,23 @@ TEST(ConfigMessages, CaffesPoolingSuggestsMaxpoolAndAvgpool) {
             "'- maxpool: {kernel: 2}' or '- avgpool: {kernel: 2}'");
 }
 
+// Caffe's "pool: MAX" / "pool: AVE" says which pooling layer: that one alone, without the key.
+TEST(ConfigMessages, CaffesPoolOptionPicksTheLayer) {
+  EXPECT_EQ(refusal_of(with("  - relu\n", "  - {type: Pooling, pool: MAX, kernel_size: 2}\n")).hint,
+            "the layer type is the key, and tandem calls Pooling 'maxpool': write "
+            "'- maxpool: {kernel: 2}'");
+  EXPECT_EQ(refusal_of(with("  - relu\n", "  - {type: Pooling, pool: AVE, stride: 2}\n")).hint,
+            "the layer type is the key, and tandem calls Pooling 'avgpool': write "
+            "'- avgpool: {stride: 2}'");
+}
+
+// The sample shape written as the value of input: gets its key.
+TEST(ConfigMessages, AnInputShapeWithoutItsKeyGetsTheFix) {
+  Refusal r = refusal_of(with("input: {shape: [1, 8, 8]}", "input: [1, 8, 8]"));
+  EXPECT_EQ(r.cause, "bad.yaml:2:1: 'input': expected {shape: [C, H, W]}, got the list [1, 8, 8]");
+  EXPECT_EQ(r.hint, "give the shape its key: write 'input: {shape: [1, 8, 8]}'");
+}
+
 // Another framework's name wins over a name a letter or two from it.
 TEST(ConfigMessages, ASynonymWinsOverANearName) {
   EXPECT_EQ(closest_name("fc", {"dense", "fc1"}), "dense");
