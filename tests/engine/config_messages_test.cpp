@@ -225,6 +225,19 @@ TEST(ConfigMessages, AnInputShapeWithoutItsKeyGetsTheFix) {
   EXPECT_EQ(r.hint, "give the shape its key: write 'input: {shape: [1, 8, 8]}'");
 }
 
+// Reduced precision other than the GPU's tf32 is not built: said so, with the one that is.
+TEST(ConfigMessages, AReducedPrecisionNamesTheOnesThereAre) {
+  for (const std::string p : {"bf16", "fp16"}) {
+    Refusal r = refusal_of(std::string(kGood) + "precision: " + p + "\n");
+    EXPECT_NE(r.cause.find("'precision': '" + p +
+                           "' is not one of tandem's precisions: it trains "
+                           "in fp32 on both devices"),
+              std::string::npos)
+        << r.cause;
+    EXPECT_NE(r.hint.find("write 'precision: tf32'"), std::string::npos) << r.hint;
+  }
+}
+
 // Another framework's name wins over a name a letter or two from it.
 TEST(ConfigMessages, ASynonymWinsOverANearName) {
   EXPECT_EQ(closest_name("fc", {"dense", "fc1"}), "dense");
