@@ -74,7 +74,19 @@ std::vector<ArchEntry> parse_archs(const std::string& archs) {
 
 std::string cc_str(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
 
-std::string no_gpu_hint() { return "install the NVIDIA driver, or use --device cpu"; }
+// No driver library to load: the driver is not installed (or not visible, as in a container).
+std::string no_driver_cause(const std::string& call) {
+  return "no NVIDIA driver found (" + call +
+         ": the CUDA runtime could load no driver library, libcuda.so.1)";
+}
+std::string no_gpu_hint() {
+  return "install the NVIDIA driver (`nvidia-smi` then lists the GPU), or use --device cpu";
+}
+// A driver that lists no device: none in the machine, or none let into this process.
+std::string no_device_hint() {
+  return "check that `nvidia-smi` lists a GPU; in a container, start it with --gpus all; check "
+         "that CUDA_VISIBLE_DEVICES is unset or names a GPU; or use --device cpu";
+}
 
 std::string oom_explanation(const CudaContext& ctx) {
   std::string s = "out of GPU memory";
@@ -187,10 +199,24 @@ Explanation explain_cuda_error(cudaError_t code, const std::string& call, const 
   std::string what = std::string(" (") + call + ": " + cudaGetErrorString(code) + ")";
   switch (code) {
     case cudaErrorInsufficientDriver:
-      if (ctx.driver_version <= 0) return {"no NVIDIA driver/GPU found" + what, no_gpu_hint()};
+      if (ctx.driver_version <= 0) return {no_driver_cause(call), no_gpu_hint()};
       return {driver_too_old(ctx) + what, driver_hint(ctx)};
     case cudaErrorNoDevice:
-      return {"no NVIDIA driver/GPU found" + what, no_gpu_hint()};
+      return {"no NVIDIA GPU found: the driver lists none" + what, no_device_hint()};
+    case cudaErrorStubLibrary:  // the toolkit's link-time stand-in, found before any driver
+      return {
+          "the CUDA driver library loaded is the toolkit's stub (a libcuda.so from its "
+          "stubs/ folder), not the NVIDIA driver's" +
+              what,
+          "take the toolkit's stubs/ folder out of LD_LIBRARY_PATH and install the NVIDIA "
+          "driver (`nvidia-smi` then lists the GPU); or use --device cpu"};
+    case cudaErrorSystemNotReady:
+      return {
+          "the NVIDIA system is not ready to run work (on NVSwitch machines: the fabric "
+          "manager is not running)" +
+              what,
+          "start the NVIDIA fabric manager (systemctl start nvidia-fabricmanager) and check "
+          "`nvidia-smi -q`; or use --device cpu"};
     case cudaErrorSystemDriverMismatch:
       return {"the NVIDIA kernel driver and its user-space library are of different versions" +
                   what,
@@ -229,8 +255,10 @@ Explanation explain_cudnn_error(cudnnStatus_t code, const std::string& call,
   int category = static_cast<int>(code) / 1000 * 1000;
   switch (static_cast<int>(code)) {
     case CUDNN_STATUS_NOT_INITIALIZED:
-      if (ctx.driver_version <= 0 || ctx.device < 0)
-        return {"no NVIDIA driver/GPU found, so cuDNN cannot start" + what, no_gpu_hint()};
+      if (ctx.driver_version <= 0)
+        return {"no NVIDIA driver found, so cuDNN cannot start" + what, no_gpu_hint()};
+      if (ctx.device < 0)
+        return {"no NVIDIA GPU found, so cuDNN cannot start" + what, no_device_hint()};
       return {"cuDNN could not initialise on " + ctx.device_name + what,
               "check that the NVIDIA driver supports CUDA " +
                   format_cuda_version(ctx.runtime_version) + " and the GPU is free; or use "
@@ -272,8 +300,10 @@ Explanation explain_cublas_error(cublasStatus_t code, const std::string& call,
   std::string what = std::string(" (") + call + ": " + cublas_status_name(code) + ")";
   switch (code) {
     case CUBLAS_STATUS_NOT_INITIALIZED:
-      if (ctx.driver_version <= 0 || ctx.device < 0)
-        return {"no NVIDIA driver/GPU found, so cuBLAS cannot start" + what, no_gpu_hint()};
+      if (ctx.driver_version <= 0)
+        return {"no NVIDIA driver found, so cuBLAS cannot start" + what, no_gpu_hint()};
+      if (ctx.device < 0)
+        return {"no NVIDIA GPU found, so cuBLAS cannot start" + what, no_device_hint()};
       return {"cuBLAS could not initialise on " + ctx.device_name + what,
               "check that libcublas matches the CUDA runtime " +
                   format_cuda_version(ctx.runtime_version) + "; or use --device cpu"};

@@ -187,8 +187,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
     if (count == 0)
-      throw DeviceError("no NVIDIA driver/GPU found (cudaGetDeviceCount: 0 devices)",
-                        "install the NVIDIA driver, or use --device cpu");
+      throw_cuda_error(cudaErrorNoDevice, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
     device_ = options.device_index;
     if (device_ < 0 || device_ >= count)
       throw DeviceError("GPU " + std::to_string(device_) + " does not exist: this machine has " +

@@ -13,8 +13,40 @@ TEST(ExplainCuda, NoDriverSaysSoAndSuggestsTheCpu) {
   ctx.driver_version = 0;
   ctx.runtime_version = 13000;
   Explanation e = explain_cuda_error(cudaErrorInsufficientDriver, "cudaGetDeviceCount", ctx);
-  EXPECT_TRUE(has(e.cause, "no NVIDIA driver/GPU found")) << e.cause;
+  // Not the runtime's "driver version is insufficient": there is no driver to be old.
+  EXPECT_EQ(e.cause,
+            "no NVIDIA driver found (cudaGetDeviceCount: the CUDA runtime could load no driver "
+            "library, libcuda.so.1)");
+  EXPECT_TRUE(has(e.hint, "install the NVIDIA driver")) << e.hint;
   EXPECT_TRUE(has(e.hint, "--device cpu")) << e.hint;
+}
+
+// A driver with no device to show: the container's flag and CUDA_VISIBLE_DEVICES are named.
+TEST(ExplainCuda, NoDeviceSaysTheDriverListsNoneAndNamesWhereAGpuHides) {
+  CudaContext ctx;
+  ctx.driver_version = 13000;
+  ctx.runtime_version = 13000;
+  Explanation e = explain_cuda_error(cudaErrorNoDevice, "cudaGetDeviceCount", ctx);
+  EXPECT_TRUE(has(e.cause, "no NVIDIA GPU found: the driver lists none")) << e.cause;
+  EXPECT_TRUE(has(e.hint, "--gpus all")) << e.hint;
+  EXPECT_TRUE(has(e.hint, "CUDA_VISIBLE_DEVICES")) << e.hint;
+  EXPECT_TRUE(has(e.hint, "--device cpu")) << e.hint;
+}
+
+// LD_LIBRARY_PATH with the toolkit's stubs/ folder: the stub answers instead of a driver.
+TEST(ExplainCuda, TheToolkitsStubDriverIsNamedWithThePathToFix) {
+  CudaContext ctx;
+  Explanation e = explain_cuda_error(cudaErrorStubLibrary, "cudaGetDeviceCount", ctx);
+  EXPECT_TRUE(has(e.cause, "the toolkit's stub")) << e.cause;
+  EXPECT_TRUE(has(e.hint, "stubs/ folder out of LD_LIBRARY_PATH")) << e.hint;
+  EXPECT_TRUE(has(e.hint, "--device cpu")) << e.hint;
+}
+
+TEST(ExplainCuda, ASystemNotReadyNamesTheFabricManager) {
+  CudaContext ctx;
+  Explanation e = explain_cuda_error(cudaErrorSystemNotReady, "cudaGetDeviceCount", ctx);
+  EXPECT_TRUE(has(e.cause, "fabric manager is not running")) << e.cause;
+  EXPECT_TRUE(has(e.hint, "nvidia-fabricmanager")) << e.hint;
 }
 
 TEST(ExplainCuda, DriverOlderThanRuntimePrintsBothVersions) {
