@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -228,6 +229,10 @@ void print_cuda_devices(std::ostream& out) {
   out << "  NCCL             not in this build (data-parallel sums go through host memory)\n";
 #endif
   out << fmt::format("  architectures    {}\n", CudaContext::compiled_archs());
+  // It hides GPUs from this process, or renumbers them: a first suspect when one is missing.
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
+    out << fmt::format("  CUDA_VISIBLE_DEVICES  '{}' (only these GPUs are seen, numbered from 0)\n",
+                       visible);
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {

@@ -1,6 +1,7 @@
 // `trainer devices`: what each GPU is and can do, or why there is none; exit status 0 either way.
 #include <gtest/gtest.h>
 
+#include "engine/backend_registry.h"
 #include "tests/tools/cli_util.h"
 
 namespace tandem {
@@ -31,6 +32,17 @@ TEST(Devices, NamesTheNcclThatSumsDataParallelGpuRuns) {
   EXPECT_TRUE(has(r.out, " (data-parallel sums)\n")) << r.out;
 }
 #endif
+
+// CUDA_VISIBLE_DEVICES hides or renumbers GPUs: when it is set, the GPU section shows it.
+TEST(Devices, ShowsCudaVisibleDevicesWhenItIsSet) {
+  if (!build_has_cuda()) GTEST_SKIP() << "a build without CUDA has no GPU section to show it in";
+  auto r = test::run_trainer_with("env CUDA_VISIBLE_DEVICES=", "devices");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "  CUDA_VISIBLE_DEVICES  '' (only these GPUs are seen, numbered from 0)"))
+      << r.out;
+  auto unset = test::run_trainer_with("env -u CUDA_VISIBLE_DEVICES", "devices");
+  EXPECT_FALSE(has(unset.out, "CUDA_VISIBLE_DEVICES")) << unset.out;
+}
 
 TEST(Devices, ExitsZeroAndNamesEveryGpuOrWhyThereIsNone) {
   auto r = run_trainer("devices");
