@@ -1,0 +1,241 @@
+// What crosses between the host and the device in training: each step uploads its batch (images
+// and labels) and downloads its metrics (loss and correct count, one download), and nothing else;
+// no op of any layer, loss or optimizer goes through the host. On every backend present, through
+// a Backend that counts the transfers of the one it wraps.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/layer_registry.h"
+#include "engine/rng.h"
+#include "engine/trainer.h"
+
+namespace tandem {
+namespace {
+
+// Every op goes to `inner`; the transfers and waits are counted on the way.
+class CountingBackend : public Backend {
+ public:
+  explicit CountingBackend(Backend& inner) : in_(inner) {}
+  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
+
+  std::string name() const override { return in_.name(); }
+  InfoRows info() const override { return in_.info(); }
+  std::shared_ptr<void> allocate(size_t bytes) override { return in_.allocate(bytes); }
+  std::shared_ptr<void> allocate_host(size_t bytes) override { return in_.allocate_host(bytes); }
+  void upload(Tensor& dst, const void* host) override {
+    ++uploads;
+    in_.upload(dst, host);
+  }
+  void upload_ahead(Tensor& dst, const void* host) override {
+    ++uploads;
+    in_.upload_ahead(dst, host);
+  }
+  void download(void* host, const Tensor& src) override {
+    ++downloads;
+    in_.download(host, src);
+  }
+  void fill(Tensor& t, float value) override { in_.fill(t, value); }
+  void copy(Tensor& dst, const Tensor& src) override { in_.copy(dst, src); }
+  void synchronize() override {
+    ++synchronizes;
+    in_.synchronize();
+  }
+  size_t peak_memory_bytes() const override { return in_.peak_memory_bytes(); }
+  void reset_peak_memory() override { in_.reset_peak_memory(); }
+  void gemm(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, float alpha,
+            float beta) override {
+    in_.gemm(c, a, b, ta, tb, alpha, beta);
+  }
+  void bias_add(Tensor& y, const Tensor& b) override { in_.bias_add(y, b); }
+  void bias_backward(Tensor& db, const Tensor& dy) override { in_.bias_backward(db, dy); }
+  void add(Tensor& y, const Tensor& a, const Tensor& b) override { in_.add(y, a, b); }
+  void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
+                    int64_t cols) override {
+    in_.copy_columns(dst, dst_col, src, src_col, cols);
+  }
+  void conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
+                      const Conv2dParams& p) override {
+    in_.conv2d_forward(y, x, w, b, p);
+  }
+  void conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
+                            const Conv2dParams& p) override {
+    in_.conv2d_backward_data(dx, dy, w, p);
+  }
+  void conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
+                              const Conv2dParams& p) override {
+    in_.conv2d_backward_filter(dw, dy, x, p);
+  }
+  void pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) override {
+    in_.pool2d_forward(y, x, p);
+  }
+  void pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                       const Pool2dParams& p) override {
+    in_.pool2d_backward(dx, dy, x, y, p);
+  }
+  void activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) override {
+    in_.activation_forward(y, x, a, alpha);
+  }
+  void activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                           Activation a, float alpha) override {
+    in_.activation_backward(dx, dy, x, y, a, alpha);
+  }
+  void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
+                                     const Tensor& labels) override {
+    in_.softmax_cross_entropy_forward(loss, probs, logits, labels);
+  }
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
+                                      const Tensor& labels) override {
+    in_.softmax_cross_entropy_backward(dlogits, probs, labels);
+  }
+  void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override {
+    in_.mse_forward(loss, pred, labels);
+  }
+  void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) override {
+    in_.mse_backward(dpred, pred, labels);
+  }
+  void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) override {
+    in_.accuracy(correct, scores, labels);
+  }
+  void dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,
+                       uint64_t offset) override {
+    in_.dropout_forward(y, mask, x, p, seed, offset);
+  }
+  void dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) override {
+    in_.dropout_backward(dx, dy, mask);
+  }
+  void batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                  Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                  const Tensor& gamma, const Tensor& beta, float momentum,
+                                  float eps) override {
+    in_.batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x, gamma,
+                                   beta, momentum, eps);
+  }
+  void batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, const Tensor& running_mean,
+                                   const Tensor& running_var, float eps) override {
+    in_.batchnorm_forward_inference(y, x, gamma, beta, running_mean, running_var, eps);
+  }
+  void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                          const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_inv_std) override {
+    in_.batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std);
+  }
+  void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override {
+    in_.sgd_update(w, velocity, grad, p);
+  }
+  void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
+                   const AdamParams& p) override {
+    in_.adam_update(w, m, v, grad, p);
+  }
+  int64_t count_nonfinite(const Tensor& t) override {
+    ++nonfinite_counts;
+    return in_.count_nonfinite(t);
+  }
+  int64_t count_nonfinite(const std::vector<const Tensor*>& ts) override {
+    ++nonfinite_counts;
+    return in_.count_nonfinite(ts);
+  }
+
+ private:
+  Backend& in_;
+};
+
+// `batches` batches of 8 samples of `sample` floats, fixed by the batch's index.
+class FixedSource : public BatchSource {
+ public:
+  FixedSource(int64_t sample, int64_t batches, int classes)
+      : sample_(sample), batches_(batches), classes_(classes) {}
+  int64_t size() const override { return 8 * batches_; }
+  int64_t batches_per_epoch() const override { return batches_; }
+  void start_epoch(int64_t) override {}
+  int64_t fill(int64_t b, float* images, int32_t* labels) const override {
+    const auto batch = static_cast<uint64_t>(b);
+    for (int64_t i = 0; i < 8 * sample_; ++i)
+      images[i] = static_cast<float>(philox_normal(5, batch, static_cast<uint64_t>(i)));
+    for (int64_t i = 0; i < 8; ++i)
+      labels[i] =
+          static_cast<int32_t>(philox_uniform(6, batch, static_cast<uint64_t>(i)) * classes_);
+    return 8;
+  }
+
+ private:
+  int64_t sample_, batches_;
+  int classes_;
+};
+
+// Every kind of layer that has a backward, two of them with parameters of their own state
+// (batchnorm's running statistics), dropout's masks and Adam's moments.
+const char* kModel = R"(
+input: {shape: [2, 8, 8]}
+layers:
+  - conv2d: {filters: 4, kernel: 3, padding: 1}
+  - batchnorm
+  - relu
+  - maxpool: {kernel: 2}
+  - conv2d: {filters: 4, kernel: 3, padding: 1}
+  - tanh
+  - avgpool: {kernel: 2}
+  - flatten
+  - dense: {units: 16}
+  - dropout: {rate: 0.25}
+  - sigmoid
+  - dense: {units: 5}
+loss: softmax_cross_entropy
+train: {epochs: 2, batch_size: 8, optimizer: {type: adam, lr: 0.001}, seed: 3}
+)";
+
+class Transfers : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    try {
+      backend_ = create_backend(GetParam(), {});
+    } catch (const Error& e) {
+      GTEST_SKIP() << "no usable " << GetParam() << ": " << e.cause();
+    }
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+struct Counts {
+  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
+};
+
+// What `train` transfers in 2 epochs of `batches` steps, after the graph's own set-up.
+Counts counts_of_training(Backend& backend, int64_t batches) {
+  Config config = parse_config(kModel, "transfers.yaml");
+  CountingBackend counted(backend);
+  Graph graph(config);
+  std::unique_ptr<Loss> loss = make_loss(config.loss);
+  graph.allocate(counted, config.train.batch_size, config.train.seed);
+  counted.uploads = counted.downloads = counted.synchronizes = counted.nonfinite_counts = 0;
+  FixedSource data(graph.input_shape().numel(), batches, static_cast<int>(graph.classes()));
+  TrainOptions options;
+  options.progress = false;
+  TrainResult r = train(config, graph, *loss, counted, data, nullptr, options);
+  EXPECT_EQ(r.step_losses.size(), static_cast<size_t>(2 * batches));
+  return {counted.uploads, counted.downloads, counted.synchronizes, counted.nonfinite_counts};
+}
+
+TEST_P(Transfers, EachStepUploadsItsBatchAndDownloadsItsMetricsOnly) {
+  // The steps' own transfers: what 6 more steps an epoch (12 in all) add.
+  const Counts few = counts_of_training(*backend_, 6), more = counts_of_training(*backend_, 12);
+  EXPECT_EQ(more.uploads - few.uploads, 2 * 12);  // each step's images and labels
+  EXPECT_EQ(more.downloads - few.downloads, 12);  // each step's loss and correct count, at once
+  EXPECT_EQ(more.synchronizes, few.synchronizes);
+  EXPECT_EQ(more.nonfinite_counts, few.nonfinite_counts);  // on_nan: stop reads only the loss
+  // Each epoch's own: a wait at its end, and one check that every weight is finite.
+  EXPECT_EQ(few.uploads, 2 * 2 * 6);
+  EXPECT_EQ(few.downloads, 2 * 6);
+  EXPECT_LE(few.synchronizes, 2 * 2);
+  EXPECT_EQ(few.nonfinite_counts, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Transfers, ::testing::Values("cpu", "gpu"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace tandem
