@@ -127,6 +127,8 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
     std::string cause = "out of host memory: asked for " + format_bytes(bytes);
     const size_t free = available_host_bytes();
     if (free) cause += ", " + format_bytes(free) + " available";
+    // Refused although the machine has it free: a limit of this process's own (ulimit -v).
+    if (free > bytes) cause += " to the machine, but this process is held to less (ulimit -v)";
     throw DeviceError(cause, batch_size_ > 1
                                  ? "try --batch-size " +
                                        std::to_string(batch_to_try(batch_size_, bytes, free)) +

@@ -389,6 +389,34 @@ TEST(BadInput, OutOfHostMemoryNamesTheSizeAndTheBatchToTry) {
   EXPECT_GT(hinted, available / 4 * 0.99) << r.out;
 }
 
+// Refused by a limit on the process (ulimit -v) while the machine has the memory free: the
+// message says so, rather than leave "asked for 2 GiB, 20 GiB available" unexplained.
+TEST(BadInput, OutOfHostMemoryUnderAProcessLimitSaysSo) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the address sanitizer reserves more address space than the limit allows";
+#endif
+  const std::string config =
+      tandem::test::write_dense_config("limited", {.side = 256,
+                                                   .classes = 4,
+                                                   .data = "train_size: 8, test_size: 4, seed: 3",
+                                                   .train = "epochs: 1, batch_size: 4"});
+  // 8192 samples of 256x256 floats: a 2 GiB input batch, under a 1.5 GiB address-space limit.
+  Result r = tandem::test::run_trainer_with(
+      "ulimit -v 1500000;",
+      "bench --config " + config + " --device cpu --batch-size 8192 --steps 1 --quiet");
+  EXPECT_EQ(r.status, 5) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex(R"(error: out of host memory: asked for 2.00 GiB, ([0-9.]+) ([GMK])iB)")))
+      << r.out;
+  if (m[2] != "G" || std::stod(m[1]) <= 2.0)
+    GTEST_SKIP() << "this machine has no 2 GiB free, so the limit is not what refused: " << r.out;
+  EXPECT_NE(r.out.find(" available to the machine, but this process is held to less (ulimit -v)"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(BadInput, CheckpointFolderThatCannotBeMadeFailsBeforeTraining) {
   Result r =
       trainer("--config " + one_epoch_config("ckpt_proc") + " --checkpoint-dir /proc/tandem");
