@@ -12,6 +12,7 @@
 #include "engine/layer_registry.h"
 #include "engine/rng.h"
 #include "engine/trainer.h"
+#include "tests/cpu/backend_test_util.h"
 
 namespace tandem {
 namespace {
@@ -188,17 +189,7 @@ loss: softmax_cross_entropy
 train: {epochs: 2, batch_size: 8, optimizer: {type: adam, lr: 0.001}, seed: 3}
 )";
 
-class Transfers : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    try {
-      backend_ = create_backend(GetParam(), {});
-    } catch (const Error& e) {
-      GTEST_SKIP() << "no usable " << GetParam() << ": " << e.cause();
-    }
-  }
-  std::unique_ptr<Backend> backend_;
-};
+using Transfers = testing::BackendTest;
 
 struct Counts {
   int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
@@ -222,7 +213,7 @@ Counts counts_of_training(Backend& backend, int64_t batches) {
 
 TEST_P(Transfers, EachStepUploadsItsBatchAndDownloadsItsMetricsOnly) {
   // The steps' own transfers: what 6 more steps an epoch (12 in all) add.
-  const Counts few = counts_of_training(*backend_, 6), more = counts_of_training(*backend_, 12);
+  const Counts few = counts_of_training(be(), 6), more = counts_of_training(be(), 12);
   EXPECT_EQ(more.uploads - few.uploads, 2 * 12);  // each step's images and labels
   EXPECT_EQ(more.downloads - few.downloads, 12);  // each step's loss and correct count, at once
   EXPECT_EQ(more.synchronizes, few.synchronizes);
