@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "cpu/cpu_backend_impl.h"
+#include "engine/optimizer_math.h"
 
 namespace tandem {
 
@@ -36,33 +37,22 @@ void CpuBackend::sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, con
 
 // PyTorch Adam: g = grad (+ wd*w unless decoupled); AdamW first decays w *= 1 - lr*wd;
 // m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2;
-// w -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). Bias corrections in double.
+// w -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps). Bias corrections in double; the
+// element's update is engine/optimizer_math.h's, as on the GPU.
 void CpuBackend::adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                              const AdamParams& p) {
   TANDEM_CHECK(grad.numel() == w.numel() && m.numel() == w.numel() && v.numel() == w.numel(),
                "adam state for w " + w.shape().str());
   TANDEM_CHECK(p.step >= 1, "adam step " + std::to_string(p.step) + " (1-based)");
   const int64_t n = w.numel();
-  const double t = static_cast<double>(p.step);
-  const float step_size = static_cast<float>(p.lr / (1.0 - std::pow(double{p.beta1}, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
-  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
-  const float decay = p.decoupled ? 1.f - p.lr * p.weight_decay : 1.f;
-  const float coupled_wd = p.decoupled ? 0.f : wd;
+  const AdamScalars s = adam_scalars(p);
+  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps;
   float* wp = w.data();
   float* mp = m.data();
   float* vp = v.data();
   const float* gp = grad.data();
 #pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float wi = wp[i] * decay;
-    const float g = gp[i] + coupled_wd * wi;
-    const float mi = b1 * mp[i] + (1.f - b1) * g;
-    const float vi = b2 * vp[i] + (1.f - b2) * g * g;
-    mp[i] = mi;
-    vp[i] = vi;
-    wp[i] = wi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-  }
+  for (int64_t i = 0; i < n; ++i) wp[i] = adam_element(wp[i], mp[i], vp[i], gp[i], b1, b2, eps, s);
 }
 
 }  // namespace tandem

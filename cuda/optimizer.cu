@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "cuda/cuda_backend_impl.h"
+#include "engine/optimizer_math.h"
 
 namespace tandem {
 namespace {
@@ -20,21 +21,12 @@ __global__ void sgd_kernel(float* w, float* v, const float* grad, int64_t n, Sgd
   }
 }
 
-// The CPU backend's formula, term for term, so both devices round alike:
-// w = w*decay; g += wd*w (coupled); m, v moments; w -= step_size * m / (sqrt(v)/bc2_sqrt + eps).
+// engine/optimizer_math.h's element update, as the CPU backend's loop.
 __global__ void adam_kernel(float* w, float* m, float* v, const float* grad, int64_t n, float b1,
-                            float b2, float eps, float decay, float coupled_wd, float step_size,
-                            float bc2_sqrt) {
+                            float b2, float eps, AdamScalars s) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float wi = w[i] * decay;
-    const float g = grad[i] + coupled_wd * wi;
-    const float mi = b1 * m[i] + (1.f - b1) * g;
-    const float vi = b2 * v[i] + (1.f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    w[i] = wi - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    w[i] = adam_element(w[i], m[i], v[i], grad[i], b1, b2, eps, s);
 }
 
 }  // namespace
@@ -55,14 +47,9 @@ void CudaBackend::adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& gra
   expect_numel(v, w.numel(), "adam second moment");
   if (w.numel() == 0) return;
   TANDEM_CHECK(p.step >= 1, "adam step " + std::to_string(p.step) + " (1-based)");
-  const double t = static_cast<double>(p.step);
-  const float step_size = static_cast<float>(p.lr / (1.0 - std::pow(double{p.beta1}, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
-  const float decay = p.decoupled ? 1.f - p.lr * p.weight_decay : 1.f;
-  const float coupled_wd = p.decoupled ? 0.f : p.weight_decay;
-  adam_kernel<<<grid_for(w.numel()), kThreads, 0, stream_>>>(
-      w.data(), m.data(), v.data(), grad.data(), w.numel(), p.beta1, p.beta2, p.eps, decay,
-      coupled_wd, step_size, bc2_sqrt);
+  adam_kernel<<<grid_for(w.numel()), kThreads, 0, stream_>>>(w.data(), m.data(), v.data(),
+                                                             grad.data(), w.numel(), p.beta1,
+                                                             p.beta2, p.eps, adam_scalars(p));
   CUDA_CHECK_LAUNCH();
 }
 
