@@ -1,10 +1,16 @@
 // Synthetic data set: one random prototype pattern per class, samples = scaled prototype + noise.
 #include "datasets/synthetic.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <new>
+#include <stdexcept>
 
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "engine/rng.h"
 
 namespace tandem {
@@ -82,7 +88,6 @@ Dataset make_synthetic(const Shape& shape, int classes, int64_t size, uint64_t s
     throw DataError("synthetic data size is negative (" + std::to_string(size) + ")",
                     "set data.train_size and data.test_size to positive counts");
   const int64_t numel = shape.numel();
-  const std::vector<float> proto = prototypes(shape, classes, seed);
   // The same signal-to-noise ratio per sample whatever its size.
   const float amp = kAmplitude * static_cast<float>(std::sqrt(784.0 / static_cast<double>(numel)));
   const uint64_t stream = train ? kTrainStream : kTestStream;
@@ -96,8 +101,26 @@ Dataset make_synthetic(const Shape& shape, int classes, int64_t size, uint64_t s
   d.sample_shape = shape;
   d.classes = classes;
   for (int c = 0; c < classes; ++c) d.class_names.push_back(std::to_string(c));
-  d.labels.resize(static_cast<size_t>(size));
-  d.images.resize(static_cast<size_t>(size * numel));
+  // A byte a value and a 4-byte label a sample, all kept in memory: a size beyond the host's
+  // memory is the config's mistake, named as such rather than as an allocation failure.
+  auto too_large = [&](const std::string& bytes) {
+    return DataError(fmt::format("the {} data: {} samples of {} take {}, more memory than this "
+                                 "machine has",
+                                 d.name, size, shape.str(), bytes),
+                     fmt::format("lower {} (synthetic data is kept in memory)",
+                                 train ? "data.train_size" : "data.test_size"));
+  };
+  if (size > 0 && numel + 4 > INT64_MAX / size) throw too_large("more than 8 EiB");
+  std::vector<float> proto;
+  try {
+    d.labels.resize(static_cast<size_t>(size));
+    d.images.resize(static_cast<size_t>(size * numel));
+    proto = prototypes(shape, classes, seed);
+  } catch (const std::bad_alloc&) {
+    throw too_large(format_bytes(static_cast<size_t>(size * (numel + 4))));
+  } catch (const std::length_error&) {
+    throw too_large(format_bytes(static_cast<size_t>(size * (numel + 4))));
+  }
   // Sample i draws from counter blocks (i, k, stream): block k = 0 gives its amplitude, blocks
   // k >= 1 four noise words each.
 #pragma omp parallel for schedule(static)

@@ -622,9 +622,15 @@ Config parse(const YAML::Node& root, const std::string& file) {
     c.data.normalize_auto = true;
   } else {
     ConfigMap norm = data.map("normalize");
-    for (double m : norm.get_doubles("mean", {})) c.data.mean.push_back(static_cast<float>(m));
+    for (double m : norm.get_doubles("mean", {})) {
+      if (!std::isfinite(static_cast<float>(m)))
+        norm.fail("mean", "every mean must be a finite number", "e.g. 'mean: [0.1307]'");
+      c.data.mean.push_back(static_cast<float>(m));
+    }
     for (double s : norm.get_doubles("std", {})) {
-      if (s <= 0) norm.fail("std", "every std must be positive");
+      if (!(s > 0)) norm.fail("std", "every std must be positive");
+      if (!std::isfinite(static_cast<float>(s)))
+        norm.fail("std", "every std must be a finite number", "e.g. 'std: [0.3081]'");
       c.data.std.push_back(static_cast<float>(s));
     }
     norm.finish();
@@ -642,13 +648,25 @@ Config parse(const YAML::Node& root, const std::string& file) {
     aug.fail("flip", "a horizontal flip needs image input of shape [C, H, W], not " + c.input.str());
   aug.finish();
   std::vector<int64_t> dshape = data.get_ints("shape", {});
+  for (int64_t d : dshape)
+    if (d <= 0)
+      data.fail("shape", "every dimension must be positive, got " + Shape(dshape).str(),
+                "give the samples' [C, H, W], or leave data.shape out to take the model's input");
   c.data.shape = dshape.empty() ? c.input : Shape(dshape);
-  c.data.classes = static_cast<int>(data.get_int("classes", 10));
-  if (c.data.classes < 2) data.fail("classes", "expected at least 2 classes");
+  const int64_t classes = data.get_int("classes", 10);
+  if (classes < 2) data.fail("classes", "expected at least 2 classes");
+  if (classes > INT32_MAX)
+    data.fail("classes",
+              "expected at most " + std::to_string(INT32_MAX) + " classes, got " +
+                  std::to_string(classes),
+              "give the model's number of outputs, e.g. 'classes: 10'");
+  c.data.classes = static_cast<int>(classes);
   c.data.train_size = data.get_int("train_size", 1024);
   c.data.test_size = data.get_int("test_size", 256);
   if (c.data.train_size <= 0) data.fail("train_size", "expected a positive number of samples");
-  if (c.data.test_size < 0) data.fail("test_size", "expected zero or more samples");
+  if (c.data.test_size <= 0)
+    data.fail("test_size", "expected a positive number of samples",
+              "the test split is evaluated after every epoch: give it at least one sample");
   c.data.seed = static_cast<uint64_t>(data.get_int("seed", 0));
   c.data.val_split = data.get_double("val_split", 0);
   if (!(c.data.val_split >= 0 && c.data.val_split < 1))
@@ -661,8 +679,14 @@ Config parse(const YAML::Node& root, const std::string& file) {
   c.train.batch_size = train.get_int("batch_size", 64);
   if (c.train.batch_size < 1) train.fail("batch_size", "expected a positive batch size");
   c.train.seed = static_cast<uint64_t>(train.get_int("seed", 0));
-  c.train.threads = static_cast<int>(train.get_int("threads", 0));
-  if (c.train.threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
+  const int64_t threads = train.get_int("threads", 0);
+  if (threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
+  if (threads > INT32_MAX)
+    train.fail("threads",
+               "expected at most " + std::to_string(INT32_MAX) + " threads, got " +
+                   std::to_string(threads),
+               "give the cores to use, e.g. 'threads: 2', or 0 for every core");
+  c.train.threads = static_cast<int>(threads);
   c.train.shuffle = train.get_bool("shuffle", true);
   c.train.drop_last = train.get_bool("drop_last", false);
   c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
@@ -673,19 +697,25 @@ Config parse(const YAML::Node& root, const std::string& file) {
   o.lr = opt.get_double("lr", o.type == "sgd" ? 0.01 : 1e-3);
   if (!(o.lr > 0) || !std::isfinite(o.lr)) opt.fail("lr", "expected a positive learning rate");
   o.weight_decay = opt.get_double("weight_decay", o.type == "adamw" ? 0.01 : 0.0);
-  if (o.weight_decay < 0) opt.fail("weight_decay", "expected zero or a positive decay");
+  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
+    opt.fail("weight_decay", "expected zero or a positive finite decay",
+             "e.g. 'weight_decay: 5.0e-4'");
   if (o.type == "sgd") {
     o.momentum = opt.get_double("momentum", 0.0);
-    if (o.momentum < 0 || o.momentum >= 1) opt.fail("momentum", "expected a value in [0, 1)");
+    if (!(o.momentum >= 0 && o.momentum < 1))
+      opt.fail("momentum", "expected a value in [0, 1)", "e.g. 'momentum: 0.9'");
     o.nesterov = opt.get_bool("nesterov", false);
     if (o.nesterov && o.momentum == 0) opt.fail("nesterov", "Nesterov momentum needs momentum > 0");
   } else {
     o.beta1 = opt.get_double("beta1", 0.9);
     o.beta2 = opt.get_double("beta2", 0.999);
     o.eps = opt.get_double("eps", 1e-8);
-    if (o.beta1 < 0 || o.beta1 >= 1) opt.fail("beta1", "expected a value in [0, 1)");
-    if (o.beta2 < 0 || o.beta2 >= 1) opt.fail("beta2", "expected a value in [0, 1)");
-    if (!(o.eps > 0)) opt.fail("eps", "expected a positive epsilon");
+    if (!(o.beta1 >= 0 && o.beta1 < 1))
+      opt.fail("beta1", "expected a value in [0, 1)", "e.g. 'beta1: 0.9'");
+    if (!(o.beta2 >= 0 && o.beta2 < 1))
+      opt.fail("beta2", "expected a value in [0, 1)", "e.g. 'beta2: 0.999'");
+    if (!(o.eps > 0) || !std::isfinite(o.eps))
+      opt.fail("eps", "expected a positive finite epsilon", "e.g. 'eps: 1.0e-8'");
   }
   opt.finish();
 
@@ -698,13 +728,25 @@ Config parse(const YAML::Node& root, const std::string& file) {
   }
   if (s.type == "step" || s.type == "multistep") {
     s.gamma = sched.get_double("gamma", 0.1);
-    if (!(s.gamma > 0)) sched.fail("gamma", "expected a positive factor");
+    if (!(s.gamma > 0) || !std::isfinite(s.gamma))
+      sched.fail("gamma", "expected a positive finite factor", "e.g. 'gamma: 0.1'");
   }
   if (s.type == "multistep") {
     s.milestones = sched.get_ints("milestones", {});
     if (s.milestones.empty()) sched.fail("milestones", "expected a list of epochs, e.g. [3, 6]");
+    // A milestone m drops the rate after m epochs: 0 or less would only start lower.
+    for (int64_t m : s.milestones)
+      if (m < 1)
+        sched.fail("milestones", "expected epochs of 1 or more, got " + std::to_string(m),
+                   "e.g. 'milestones: [3, 6]' drops the rate after epochs 3 and 6; to start "
+                   "lower, lower lr");
   }
-  if (s.type == "cosine") s.min_lr = sched.get_double("min_lr", 0.0);
+  if (s.type == "cosine") {
+    s.min_lr = sched.get_double("min_lr", 0.0);
+    if (!(s.min_lr >= 0) || !std::isfinite(s.min_lr))
+      sched.fail("min_lr", "expected zero or a positive finite learning rate",
+                 "e.g. 'min_lr: 0' (the learning rate the cosine ends at)");
+  }
   s.warmup_epochs = sched.get_int("warmup_epochs", 0);
   if (s.warmup_epochs < 0) sched.fail("warmup_epochs", "expected zero or more epochs");
   sched.finish();

@@ -42,7 +42,7 @@ std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
   Backend& backend = step.backend();
   Graph& graph = step.graph();
   if (int64_t bad = backend.count_nonfinite(graph.input().prefix(n)))
-    return fmt::format("the input batch holds {} (check data.normalize)", nonfinite_values(bad));
+    return fmt::format("{} {} (check data.normalize)", kNonfiniteInput, nonfinite_values(bad));
   if (std::string weights = nonfinite_weights(graph, backend); !weights.empty())
     return weights + ": an earlier update made them so";
 

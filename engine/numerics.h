@@ -25,4 +25,8 @@ std::string nonfinite_weights(Graph& graph, Backend& backend);
 // them so", "first non-finite value: output of dense_2 (layer 4, dense), 48 of 48 values".
 std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id);
 
+// How locate_nonfinite's phrase starts when the input batch itself holds the value: the data or
+// its normalisation is at fault, not the learning rate.
+inline constexpr const char* kNonfiniteInput = "the input batch holds";
+
 }  // namespace tandem

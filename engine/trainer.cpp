@@ -52,6 +52,11 @@ constexpr int64_t kSkippedStepsReported = 10;
 // A non-finite step that stops the run: its cause, and the learning rate to try: a tenth of it,
 // and no more than the optimizer's usual one (a tenth of 1e6 would diverge too).
 NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause) {
+  // Normalised pixels are finite unless data.normalize makes them not: a smaller rate won't help.
+  if (cause.find(kNonfiniteInput) != std::string::npos)
+    return NumericsError(std::move(cause),
+                         "give data.normalize a finite mean and a std well above 0 for each "
+                         "channel (or 'normalize: auto'), then run again");
   const bool sgd = opt.type == "sgd";
   const double usual = !sgd ? 0.001 : opt.momentum > 0 ? 0.01 : 0.1;
   const double next = std::min(opt.lr / 10, usual);

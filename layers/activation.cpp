@@ -10,7 +10,7 @@ ActivationLayer::ActivationLayer(ConfigMap& args, std::string type) : type_(std:
   if (type_ == "leaky_relu") {
     kind_ = Activation::kLeakyRelu;
     alpha_ = static_cast<float>(args.get_double("alpha", 0.01));
-    if (alpha_ < 0 || alpha_ >= 1) args.fail("alpha", "expected a negative slope in [0, 1)");
+    if (!(alpha_ >= 0 && alpha_ < 1)) args.fail("alpha", "expected a negative slope in [0, 1)");
   }
 }
 

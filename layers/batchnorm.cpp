@@ -1,6 +1,8 @@
 // batchnorm through the backend's batchnorm ops.
 #include "layers/batchnorm.h"
 
+#include <cmath>
+
 #include "engine/error.h"
 
 namespace tandem {
@@ -10,7 +12,8 @@ BatchNorm::BatchNorm(ConfigMap& args) {
   if (!(momentum_ >= 0 && momentum_ <= 1))
     args.fail("momentum", "expected the running averages' update weight in [0, 1]");
   eps_ = static_cast<float>(args.get_double("eps", 1e-5));
-  if (!(eps_ > 0)) args.fail("eps", "expected a positive epsilon (1.0e-5 is usual)");
+  if (!(eps_ > 0) || !std::isfinite(eps_))
+    args.fail("eps", "expected a positive epsilon (1.0e-5 is usual)");
 }
 
 Shape BatchNorm::setup(const Shape& in) {

@@ -5,7 +5,7 @@ namespace tandem {
 
 Dropout::Dropout(ConfigMap& args) {
   rate_ = static_cast<float>(args.get_double("rate", 0.5));
-  if (rate_ < 0 || rate_ >= 1) args.fail("rate", "expected a drop rate in [0, 1)");
+  if (!(rate_ >= 0 && rate_ < 1)) args.fail("rate", "expected a drop rate in [0, 1)");
 }
 
 Shape Dropout::setup(const Shape& in) {

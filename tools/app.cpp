@@ -63,6 +63,12 @@ DeviceSpec parse_device(const std::string& text) {
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos)
       throw UsageError("bad device '" + text + "'",
                        "write auto, all, cpu, cpu:THREADS, gpu or gpu:INDEX (e.g. --device cpu:2)");
+    // More digits than an int holds is no thread count or GPU index either.
+    if (n.size() > 9)
+      throw UsageError("bad device '" + text + "': " + n + " is out of range",
+                       d.backend == "cpu" ? "give the threads to use, e.g. cpu:2"
+                                          : "give the GPU's index, e.g. gpu:0 (trainer devices "
+                                            "lists them)");
     d.index = std::stoi(n);
     if (d.backend == "cpu" && d.index < 1)
       throw UsageError("bad device '" + text + "': a CPU needs at least 1 thread", "e.g. cpu:2");

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/error.h"
+
 namespace tandem {
 namespace {
 
@@ -23,6 +25,25 @@ TEST(Synthetic, TrainAndTestSplitsDiffer) {
   Dataset a = make_synthetic(Shape{1, 28, 28}, 10, 64, 42, true);
   Dataset b = make_synthetic(Shape{1, 28, 28}, 10, 64, 42, false);
   EXPECT_NE(a.images, b.images);
+}
+
+TEST(Synthetic, ASizeBeyondAnyMemoryIsADataErrorNamingTheKey) {
+  // 9e18 samples of 144 bytes overflow the byte count: an internal error before.
+  try {
+    make_synthetic(Shape{1, 12, 12}, 4, 9000000000000000000, 3, true);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.cause(),
+              "the synthetic train (seed 3) data: 9000000000000000000 samples of [1, 12, 12] take "
+              "more than 8 EiB, more memory than this machine has");
+    EXPECT_EQ(e.hint(), "lower data.train_size (synthetic data is kept in memory)");
+  }
+  try {
+    make_synthetic(Shape{1, 12, 12}, 4, 9000000000000000000, 3, false);
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(e.hint(), "lower data.test_size (synthetic data is kept in memory)");
+  }
 }
 
 TEST(Synthetic, ShapeSizeAndBalancedLabels) {

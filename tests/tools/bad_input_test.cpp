@@ -471,4 +471,33 @@ TEST(BadInput, ALastBatchOfOneSampleBeforeFlatBatchNormStopsBeforeTraining) {
   EXPECT_NE(one.out.find("needs at least 2 samples a batch"), std::string::npos) << one.out;
 }
 
+TEST(BadInput, ADeviceNumberBeyondAnIntIsAUsageErrorNotAnInternalOne) {
+  for (const char* device : {"cpu:99999999999", "gpu:99999999999"}) {
+    Result r = trainer("--config " + one_epoch_config("device_range") + " --device " + device +
+                       " --quiet");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(
+        r.out.find(std::string("error: bad device '") + device + "': 99999999999 is out of range"),
+        std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("hint: give the "), std::string::npos) << r.out;
+  }
+}
+
+TEST(BadInput, ANonFiniteInputBatchPointsAtDataNormalizeNotTheLearningRate) {
+  // A std of 1e-40 is positive, and divides the pixels to infinity: no learning rate helps.
+  std::string yaml = tandem::test::small_model_yaml("tiny_std");
+  const std::string seed = "seed: 3}";
+  yaml.replace(yaml.find(seed), seed.size(), "seed: 3, normalize: {mean: [0], std: [1e-40]}}");
+  const std::string config =
+      tandem::test::write_temp_file("tiny_std.yaml", yaml + "train: {epochs: 1, batch_size: 32}\n");
+  Result r = trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 6) << r.out;
+  EXPECT_NE(r.out.find("the input batch holds"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: give data.normalize a finite mean and a std well above 0"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("lower the learning rate"), std::string::npos) << r.out;
+}
+
 }  // namespace
