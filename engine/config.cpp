@@ -667,7 +667,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.data.test_size <= 0)
     data.fail("test_size", "expected a positive number of samples",
               "the test split is evaluated after every epoch: give it at least one sample");
-  c.data.seed = static_cast<uint64_t>(data.get_int("seed", 0));
+  const int64_t data_seed = data.get_int("seed", 0);
+  if (data_seed < 0) data.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
+  c.data.seed = static_cast<uint64_t>(data_seed);
   c.data.val_split = data.get_double("val_split", 0);
   if (!(c.data.val_split >= 0 && c.data.val_split < 1))
     data.fail("val_split", "expected a share in [0, 1) of the train split, e.g. 0.1");
@@ -678,7 +680,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.train.epochs < 1) train.fail("epochs", "expected at least 1 epoch");
   c.train.batch_size = train.get_int("batch_size", 64);
   if (c.train.batch_size < 1) train.fail("batch_size", "expected a positive batch size");
-  c.train.seed = static_cast<uint64_t>(train.get_int("seed", 0));
+  const int64_t train_seed = train.get_int("seed", 0);
+  if (train_seed < 0) train.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
+  c.train.seed = static_cast<uint64_t>(train_seed);
   const int64_t threads = train.get_int("threads", 0);
   if (threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
   if (threads > INT32_MAX)

@@ -199,6 +199,10 @@ int run(int argc, char** argv) {
         throw tandem::UsageError(a + " needs a value", "see " + help_of(command));
       const std::string flag = a == "-c" ? "--config" : a;
       const std::string& v = args[++i];
+      // --checkpoint-dir "" from an unset shell variable: refused, not read as no flag.
+      if (v.empty() && flag != "--device")  // --device names its accepted forms
+        throw tandem::UsageError(flag + " is given an empty value",
+                                 "give it a value, or leave " + flag + " out");
       // The last of two would win silently; --batch-sizes lists add up by design.
       if (auto [first, fresh] = given.emplace(flag, v); !fresh && flag != "--batch-sizes")
         throw tandem::UsageError(flag + " is given twice ('" + first->second + "', then '" + v + "')",

@@ -82,6 +82,20 @@ TEST(TrainerCli, FlagsTakeTheirValueAfterAnEqualsSignToo) {
       << flag.out;
 }
 
+// An empty value (an unset shell variable: --checkpoint-dir "$DIR") is refused, not ignored.
+TEST(TrainerCli, AnEmptyFlagValueIsRefused) {
+  for (const std::string flag : {"--checkpoint-dir", "--config"}) {
+    Result r = trainer(flag + " '' --epochs 1");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("error: " + flag +
+                         " is given an empty value\nhint: give it a value, or "
+                         "leave " +
+                         flag + " out"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
 TEST(TrainerCli, BenchRefusesABatchSizeBesideBatchSizes) {
   Result r = trainer("bench --config " + source("configs/lenet.yaml") +
                      " --batch-sizes 16,64 --batch-size 32");
