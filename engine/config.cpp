@@ -653,23 +653,32 @@ Config parse(const YAML::Node& root, const std::string& file) {
       data.fail("shape", "every dimension must be positive, got " + Shape(dshape).str(),
                 "give the samples' [C, H, W], or leave data.shape out to take the model's input");
   c.data.shape = dshape.empty() ? c.input : Shape(dshape);
+  // A count kept as an int: beyond one it would wrap (4294967298 classes to 2).
+  auto as_int = [](ConfigMap& m, const std::string& key, int64_t v, const std::string& hint) {
+    if (v > INT32_MAX)
+      m.fail(key,
+             "expected at most " + std::to_string(INT32_MAX) + " " + key + ", got " +
+                 std::to_string(v),
+             hint);
+    return static_cast<int>(v);
+  };
+  // A seed is a uint64: a negative one would wrap (as --seed -1 is refused).
+  auto seed_of = [](ConfigMap& m) {
+    const int64_t seed = m.get_int("seed", 0);
+    if (seed < 0) m.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
+    return static_cast<uint64_t>(seed);
+  };
   const int64_t classes = data.get_int("classes", 10);
   if (classes < 2) data.fail("classes", "expected at least 2 classes");
-  if (classes > INT32_MAX)
-    data.fail("classes",
-              "expected at most " + std::to_string(INT32_MAX) + " classes, got " +
-                  std::to_string(classes),
-              "give the model's number of outputs, e.g. 'classes: 10'");
-  c.data.classes = static_cast<int>(classes);
+  c.data.classes =
+      as_int(data, "classes", classes, "give the model's number of outputs, e.g. 'classes: 10'");
   c.data.train_size = data.get_int("train_size", 1024);
   c.data.test_size = data.get_int("test_size", 256);
   if (c.data.train_size <= 0) data.fail("train_size", "expected a positive number of samples");
   if (c.data.test_size <= 0)
     data.fail("test_size", "expected a positive number of samples",
               "the test split is evaluated after every epoch: give it at least one sample");
-  const int64_t data_seed = data.get_int("seed", 0);
-  if (data_seed < 0) data.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
-  c.data.seed = static_cast<uint64_t>(data_seed);
+  c.data.seed = seed_of(data);
   c.data.val_split = data.get_double("val_split", 0);
   if (!(c.data.val_split >= 0 && c.data.val_split < 1))
     data.fail("val_split", "expected a share in [0, 1) of the train split, e.g. 0.1");
@@ -680,17 +689,11 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.train.epochs < 1) train.fail("epochs", "expected at least 1 epoch");
   c.train.batch_size = train.get_int("batch_size", 64);
   if (c.train.batch_size < 1) train.fail("batch_size", "expected a positive batch size");
-  const int64_t train_seed = train.get_int("seed", 0);
-  if (train_seed < 0) train.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
-  c.train.seed = static_cast<uint64_t>(train_seed);
+  c.train.seed = seed_of(train);
   const int64_t threads = train.get_int("threads", 0);
   if (threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
-  if (threads > INT32_MAX)
-    train.fail("threads",
-               "expected at most " + std::to_string(INT32_MAX) + " threads, got " +
-                   std::to_string(threads),
-               "give the cores to use, e.g. 'threads: 2', or 0 for every core");
-  c.train.threads = static_cast<int>(threads);
+  c.train.threads = as_int(train, "threads", threads,
+                           "give the cores to use, e.g. 'threads: 2', or 0 for every core");
   c.train.shuffle = train.get_bool("shuffle", true);
   c.train.drop_last = train.get_bool("drop_last", false);
   c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
