@@ -61,14 +61,19 @@ uint64_t parse_seed(const std::string& flag, const std::string& v) {
 }
 
 double parse_double(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    double d = std::stod(v, &used);
-    if (used == v.size()) return d;
-  } catch (const std::exception&) {
+  const std::string hint = "give a number after " + flag + ", e.g. " + flag + " 0.01";
+  // Decimal only: std::stod would also read "0x10" as 16 and "nan" as a number.
+  if (!v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    try {
+      size_t used = 0;
+      double d = std::stod(v, &used);
+      if (used == v.size()) return d;
+    } catch (const std::out_of_range&) {
+      throw tandem::UsageError(flag + " " + v + " is out of range of a double", hint);
+    } catch (const std::invalid_argument&) {
+    }
   }
-  throw tandem::UsageError(flag + " expects a number, got '" + v + "'",
-                           "give a number after " + flag + ", e.g. " + flag + " 0.01");
+  throw tandem::UsageError(flag + " expects a number, got '" + v + "'", hint);
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

@@ -55,6 +55,23 @@ TEST(BadInput, NonNumericBatchSizeNamesTheFlagWithAHint) {
   EXPECT_NE(r.out.find("hint: give a whole number after --batch-size"), std::string::npos) << r.out;
 }
 
+// Decimal numbers only ("0x10" is not read as 16), and a number past a double says so.
+TEST(BadInput, ALearningRateIsADecimalNumberInRange) {
+  for (const std::string lr : {"0x10", "abc", "nan"}) {
+    Result r = trainer("--config " + one_epoch_config("lr_form") + " --lr " + lr + " --quiet");
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find("error: --lr expects a number, got '" + lr +
+                         "'\nhint: give a number "
+                         "after --lr, e.g. --lr 0.01"),
+              std::string::npos)
+        << r.out;
+  }
+  Result r = trainer("--config " + one_epoch_config("lr_range") + " --lr 1e400 --quiet");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --lr 1e400 is out of range of a double"), std::string::npos)
+      << r.out;
+}
+
 TEST(BadInput, ZeroEpochsIsRefusedWithAHint) {
   Result r = trainer("--config " + one_epoch_config("zero") + " --epochs 0 --quiet");
   EXPECT_EQ(r.status, 2) << r.out;
