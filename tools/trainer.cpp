@@ -48,7 +48,7 @@ int parse_int(const std::string& flag, const std::string& v) {
   return static_cast<int>(n);
 }
 
-// Seeds span the whole unsigned 64-bit range, as in the config's train.seed.
+// Seeds span the whole unsigned 64-bit range (a config's seed: up to 2^63 - 1).
 uint64_t parse_seed(const std::string& flag, const std::string& v) {
   const std::string hint = "give a whole number from 0 to 18446744073709551615 after " + flag;
   if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
