@@ -62,8 +62,9 @@ uint64_t parse_seed(const std::string& flag, const std::string& v) {
 
 double parse_double(const std::string& flag, const std::string& v) {
   const std::string hint = "give a number after " + flag + ", e.g. " + flag + " 0.01";
-  // Decimal only: std::stod would also read "0x10" as 16 and "nan" as a number.
-  if (!v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+  // Not hexadecimal: std::stod would read "0x10" as 16. ("inf" and "nan" are read, for the
+  // caller's range check to name.)
+  if (v.find_first_of("xX") == std::string::npos) {
     try {
       size_t used = 0;
       double d = std::stod(v, &used);
