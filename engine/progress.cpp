@@ -56,8 +56,6 @@ namespace {
 std::atomic<bool> g_line_open{false};
 }  // namespace
 
-bool progress_line_open() { return g_line_open.load(); }
-
 void end_progress_line() {
   if (!g_line_open.exchange(false)) return;
   std::fputs("\n", stdout);

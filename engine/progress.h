@@ -27,10 +27,8 @@ class ProgressBar {
   int64_t done_ = 0;
 };
 
-// Whether a progress line is on the terminal without its end (a message then starts a new line).
-bool progress_line_open();
-// Ends an open progress line, so that what is printed next starts a line of its own; the bar's
-// next update draws on the line after it.
+// Ends a progress line on the terminal that has no end yet, so that what is printed next (a
+// warning, an error) starts a line of its own; the bar's next update draws on the line after it.
 void end_progress_line();
 
 // A loss as printed: "0.1500"; "1.301e+26" where four decimals would be a row of digits.

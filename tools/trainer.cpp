@@ -321,15 +321,16 @@ int run_and_report(int argc, char** argv, std::string* untold) {
     return w.rank() > 0 && (c == ExitCode::kUsage || c == ExitCode::kConfig ||
                             c == ExitCode::kNumerics || c == ExitCode::kDevice);
   };
-  // An error ends the progress line it interrupts, and else starts where the output stands.
-  auto line_start = [] {
+  // An error ends the progress line it interrupts, and comes after what stdout holds.
+  auto end_output = [] {
+    tandem::end_progress_line();
     std::fflush(stdout);
-    return tandem::progress_line_open() ? "\n" : "";
   };
   try {
     return run(argc, argv);
   } catch (const tandem::Error& e) {
-    std::string text = fmt::format("{}error{}: {}\n", line_start(), who, e.cause());
+    end_output();
+    std::string text = fmt::format("error{}: {}\n", who, e.cause());
     if (!e.hint().empty()) text += fmt::format("hint: {}\n", e.hint());
     if (shared(e.code()))
       *untold = text;
@@ -337,13 +338,14 @@ int run_and_report(int argc, char** argv, std::string* untold) {
       fmt::print(stderr, "{}", text);
     return static_cast<int>(e.code());
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "{}error{}: out of host memory\nhint: try a smaller --batch-size\n",
-               line_start(), who);
+    end_output();
+    fmt::print(stderr, "error{}: out of host memory\nhint: try a smaller --batch-size\n", who);
     return static_cast<int>(tandem::ExitCode::kDevice);
   } catch (const std::exception& e) {
+    end_output();
     fmt::print(stderr,
-               "{}error{}: internal error: {}\nhint: please report this with the command line\n",
-               line_start(), who, e.what());
+               "error{}: internal error: {}\nhint: please report this with the command line\n", who,
+               e.what());
     return static_cast<int>(tandem::ExitCode::kInternal);
   }
 }
