@@ -17,32 +17,36 @@
 namespace tandem {
 namespace {
 
+struct Counts {
+  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
+};
+
 // Every op goes to `inner`; the transfers and waits are counted on the way.
 class CountingBackend : public Backend {
  public:
   explicit CountingBackend(Backend& inner) : in_(inner) {}
-  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
+  Counts counts;
 
   std::string name() const override { return in_.name(); }
   InfoRows info() const override { return in_.info(); }
   std::shared_ptr<void> allocate(size_t bytes) override { return in_.allocate(bytes); }
   std::shared_ptr<void> allocate_host(size_t bytes) override { return in_.allocate_host(bytes); }
   void upload(Tensor& dst, const void* host) override {
-    ++uploads;
+    ++counts.uploads;
     in_.upload(dst, host);
   }
   void upload_ahead(Tensor& dst, const void* host) override {
-    ++uploads;
+    ++counts.uploads;
     in_.upload_ahead(dst, host);
   }
   void download(void* host, const Tensor& src) override {
-    ++downloads;
+    ++counts.downloads;
     in_.download(host, src);
   }
   void fill(Tensor& t, float value) override { in_.fill(t, value); }
   void copy(Tensor& dst, const Tensor& src) override { in_.copy(dst, src); }
   void synchronize() override {
-    ++synchronizes;
+    ++counts.synchronizes;
     in_.synchronize();
   }
   size_t peak_memory_bytes() const override { return in_.peak_memory_bytes(); }
@@ -133,11 +137,11 @@ class CountingBackend : public Backend {
     in_.adam_update(w, m, v, grad, p);
   }
   int64_t count_nonfinite(const Tensor& t) override {
-    ++nonfinite_counts;
+    ++counts.nonfinite_counts;
     return in_.count_nonfinite(t);
   }
   int64_t count_nonfinite(const std::vector<const Tensor*>& ts) override {
-    ++nonfinite_counts;
+    ++counts.nonfinite_counts;
     return in_.count_nonfinite(ts);
   }
 
@@ -191,10 +195,6 @@ train: {epochs: 2, batch_size: 8, optimizer: {type: adam, lr: 0.001}, seed: 3}
 
 using Transfers = testing::BackendTest;
 
-struct Counts {
-  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
-};
-
 // What `train` transfers in 2 epochs of `batches` steps, after the graph's own set-up.
 Counts counts_of_training(Backend& backend, int64_t batches) {
   Config config = parse_config(kModel, "transfers.yaml");
@@ -202,13 +202,13 @@ Counts counts_of_training(Backend& backend, int64_t batches) {
   Graph graph(config);
   std::unique_ptr<Loss> loss = make_loss(config.loss);
   graph.allocate(counted, config.train.batch_size, config.train.seed);
-  counted.uploads = counted.downloads = counted.synchronizes = counted.nonfinite_counts = 0;
+  counted.counts = {};
   FixedSource data(graph.input_shape().numel(), batches, static_cast<int>(graph.classes()));
   TrainOptions options;
   options.progress = false;
   TrainResult r = train(config, graph, *loss, counted, data, nullptr, options);
   EXPECT_EQ(r.step_losses.size(), static_cast<size_t>(2 * batches));
-  return {counted.uploads, counted.downloads, counted.synchronizes, counted.nonfinite_counts};
+  return counted.counts;
 }
 
 TEST_P(Transfers, EachStepUploadsItsBatchAndDownloadsItsMetricsOnly) {

@@ -376,12 +376,17 @@ TEST(BadInput, ABatchBeyondTheTrainSplitIsOneStepAnEpochOrWithDropLastRefused) {
 // allocation fails
 // whatever the machine's memory and overcommit settings. (The sanitizers' allocator is told to
 // fail as malloc does, not to abort.)
+// Samples of 256x256 floats (256 KiB each) in tiny splits: bench's --batch-size alone makes the
+// input batch as large as a test needs.
+std::string wide_sample_config(const std::string& name) {
+  return tandem::test::write_dense_config(name, {.side = 256,
+                                                 .classes = 4,
+                                                 .data = "train_size: 8, test_size: 4, seed: 3",
+                                                 .train = "epochs: 1, batch_size: 4"});
+}
+
 TEST(BadInput, OutOfHostMemoryNamesTheSizeAndTheBatchToTry) {
-  const std::string config = tandem::test::write_dense_config(
-      "huge_batch", {.side = 256,
-                     .classes = 4,
-                     .data = "train_size: 8, test_size: 4, seed: 3",
-                     .train = "epochs: 1, batch_size: 4"});
+  const std::string config = wide_sample_config("huge_batch");
   Result r = tandem::test::run_trainer_with(
       "ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0",
       "bench --config " + config + " --device cpu --batch-size 2000000000 --steps 1 --quiet");
@@ -412,11 +417,7 @@ TEST(BadInput, OutOfHostMemoryUnderAProcessLimitSaysSo) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "the address sanitizer reserves more address space than the limit allows";
 #endif
-  const std::string config =
-      tandem::test::write_dense_config("limited", {.side = 256,
-                                                   .classes = 4,
-                                                   .data = "train_size: 8, test_size: 4, seed: 3",
-                                                   .train = "epochs: 1, batch_size: 4"});
+  const std::string config = wide_sample_config("limited");
   // 8192 samples of 256x256 floats: a 2 GiB input batch, under a 1.5 GiB address-space limit.
   Result r = tandem::test::run_trainer_with(
       "ulimit -v 1500000;",
