@@ -17,6 +17,8 @@ class ActivationLayer : public Layer {
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
   int64_t flops() const override { return in_.numel(); }
+  Activation kind() const { return kind_; }
+  float alpha() const { return alpha_; }  // leaky_relu's negative slope
 
  private:
   std::string type_;

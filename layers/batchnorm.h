@@ -24,6 +24,7 @@ class BatchNorm : public Layer {
   int64_t flops() const override { return 2 * in_.numel(); }
   int64_t min_training_batch() const override { return in_.rank() == 1 ? 2 : 1; }
   std::vector<std::pair<std::string, Tensor>> buffers() override;
+  float eps() const { return eps_; }
 
  private:
   float momentum_, eps_;

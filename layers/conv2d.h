@@ -19,6 +19,9 @@ class Conv2d : public Layer {
                 Tensor* dx) override;
   int64_t flops() const override;
   void choose_init(const std::string& next_type) override;
+  // Stride, padding and dilation (the kernel is the weight's (K,C,R,S)); bias: params()[1].
+  const Conv2dParams& conv_params() const { return p_; }
+  bool has_bias() const { return bias_; }
 
  private:
   int64_t filters_;

@@ -17,6 +17,7 @@ class Dense : public Layer {
                 Tensor* dx) override;
   int64_t flops() const override;
   void choose_init(const std::string& next_type) override;
+  bool has_bias() const { return bias_; }  // params()[1]
 
  private:
   int64_t units_;

@@ -19,6 +19,8 @@ class Pool2d : public Layer {
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
   int64_t flops() const override;
+  // The window (global_avgpool's: the whole input, once set up), stride, padding and mode.
+  const Pool2dParams& pool_params() const { return p_; }
 
  private:
   std::string type_;

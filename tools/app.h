@@ -42,6 +42,10 @@ struct RunRequest {
   // export-images
   std::string out_dir;
   int64_t limit_per_class = 0, test_limit_per_class = 0;  // per split; 0: every sample
+  // export (ONNX)
+  std::string onnx_path;
+  int opset = 13;
+  bool softmax = false, fold_normalization = false, force = false;
 };
 
 // A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.
@@ -64,5 +68,6 @@ int run_devices(const RunRequest& request);
 int run_export_images(const RunRequest& request);  // tools/export_images.cpp
 int run_eval(const RunRequest& request);           // tools/eval.cpp
 int run_predict(const RunRequest& request);        // tools/predict.cpp
+int run_export(const RunRequest& request);         // tools/export_onnx.cpp
 
 }  // namespace tandem

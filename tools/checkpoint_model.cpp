@@ -1,8 +1,11 @@
 // Loading a checkpoint's model for eval and predict.
 #include "tools/checkpoint_model.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+
+#include "datasets/dataset.h"
 
 #include "engine/error.h"
 #include "engine/optimizer.h"
@@ -56,6 +59,36 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
   Optimizer optimizer(m.config.train.optimizer, m.graph->params(), *m.backend);
   restore_checkpoint(m.path, *m.graph, optimizer);
   return m;
+}
+
+std::vector<float> predict_logits(CheckpointModel& m, const std::vector<uint8_t>& samples,
+                                  std::vector<float>* inputs) {
+  Graph& graph = *m.graph;
+  const Shape& shape = graph.input_shape();
+  const int64_t numel = shape.numel(), classes = graph.classes();
+  const int64_t n = static_cast<int64_t>(samples.size()) / numel;
+  TANDEM_CHECK(n * numel == static_cast<int64_t>(samples.size()), "samples of " + shape.str());
+  Dataset data;
+  data.name = "images";
+  data.sample_shape = shape;
+  data.classes = static_cast<int>(classes);
+  data.images = samples;
+  data.labels.assign(static_cast<size_t>(n), 0);
+  const int64_t batch = std::min(n, graph.max_batch());
+  Batcher src(data, std::max<int64_t>(batch, 1), false, 0, m.config.data.mean, m.config.data.std);
+  src.start_epoch(0);
+  std::vector<float> x(static_cast<size_t>(n * numel)), logits(static_cast<size_t>(n * classes));
+  std::vector<int32_t> unused(static_cast<size_t>(batch));
+  Context ctx{*m.backend, false, m.config.train.seed, 0};
+  for (int64_t k = 0; k * batch < n; ++k) {
+    float* xk = x.data() + k * batch * numel;
+    const int64_t b = src.fill(k, xk, unused.data());
+    Tensor input = graph.input().prefix(b);
+    m.backend->upload(input, xk);
+    m.backend->download(logits.data() + k * batch * classes, graph.forward(ctx, b));
+  }
+  if (inputs) *inputs = std::move(x);
+  return logits;
 }
 
 }  // namespace tandem

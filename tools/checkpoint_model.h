@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/checkpoint.h"
@@ -27,5 +28,12 @@ struct CheckpointModel {
 // (all or nothing), for batches of up to `max_batch` samples (0: the config's batch size).
 CheckpointModel load_checkpoint_model(const RunRequest& request, const std::string& command,
                                       int64_t max_batch = 0);
+
+// trainer predict's logits (n, classes) of n samples of the model's input shape (8-bit values,
+// CHW, one after the other), normalized by the Batcher as the training data was, in batches of
+// up to the graph's max batch. `inputs`, when given, receives what the model took: the
+// normalized samples (n, input...).
+std::vector<float> predict_logits(CheckpointModel& m, const std::vector<uint8_t>& samples,
+                                  std::vector<float>* inputs = nullptr);
 
 }  // namespace tandem

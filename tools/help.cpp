@@ -16,14 +16,14 @@ struct Flag {
   std::vector<std::string> commands;  // whose help lists it
 };
 
-const std::vector<std::string> kEvery = {"train", "bench",         "devices",
-                                         "eval",  "export-images", "predict"};
+const std::vector<std::string> kEvery = {"train",   "bench",         "devices", "eval",
+                                         "predict", "export-images", "export"};
 
 const std::vector<Flag> kFlags = {
     {"--checkpoint FILE|DIR",
      "the checkpoint file, or a folder: its newest",
      "",
-     {"eval", "predict"}},
+     {"eval", "predict", "export"}},
     {"--config FILE",
      "the model, data and training settings (YAML), e.g. configs/lenet.yaml",
      "",
@@ -31,7 +31,7 @@ const std::vector<Flag> kFlags = {
     {"--config FILE",
      "build the model from FILE (default: the config stored in the checkpoint)",
      "",
-     {"eval", "predict"}},
+     {"eval", "predict", "export"}},
     {"--device LIST", "where to run: see devices below (default: cpu)", "", {"train", "bench"}},
     {"--device D",
      "the device to run on: cpu, cpu:THREADS, gpu, gpu:INDEX or auto (default: cpu)",
@@ -49,6 +49,18 @@ const std::vector<Flag> kFlags = {
      "at most N images per class, TEST_N of the test split (default: N);\n0: every image",
      "",
      {"export-images"}},
+    {"--onnx FILE", "the ONNX file to write, e.g. lenet.onnx", "", {"export"}},
+    {"--opset N", "the ONNX opset, 13 to 17 (default: 13)", "", {"export"}},
+    {"--softmax",
+     "output class probabilities (\"probabilities\") instead of logits (\"logits\")",
+     "",
+     {"export"}},
+    {"--fold-normalization",
+     "normalize in the graph: it takes pixels in [0,1] (default: the input\nis normalized "
+     "with data.normalize's mean and std, as in training)",
+     "",
+     {"export"}},
+    {"--force", "overwrite FILE when it exists", "", {"export"}},
     {"--epochs N", "epochs to train", "flags", {"train"}},
     {"--batch-size N", "samples per step", "flags", {"train", "bench", "eval"}},
     {"--lr X", "learning rate", "flags", {"train"}},
@@ -123,6 +135,13 @@ const std::string kExitStatus =
 130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
 )";
 
+const std::string kOnnxExport =
+    R"(the ONNX file: IR version 8, a dynamic batch dimension; input "input" of the model's input
+  shape, output "logits" (or "probabilities") of its classes; metadata class_names,
+  normalize_mean, normalize_std and normalization (before_input or in_graph). Every layer type
+  is written as the ONNX operators that compute the same; the ONNX checker reads the file first.
+)";
+
 struct Command {
   std::string name;
   std::string usage;                      // its lines under "usage:" in trainer --help
@@ -171,6 +190,12 @@ device and batch size, with the speedup against the first device.
      "",
      {},
      "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
+    {"export",
+     "  trainer export --checkpoint FILE|DIR --onnx FILE [--opset N] [--softmax]\n"
+     "                 [--fold-normalization] [--force]     write the model as ONNX\n",
+     "",
+     {&kOnnxExport},
+     "trainer export --checkpoint runs/lenet --onnx lenet.onnx --fold-normalization"},
 };
 
 // One flag a line, its text from column `width` + 2 on (two spaces after a longer name), the

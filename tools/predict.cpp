@@ -100,7 +100,6 @@ int run_predict(const RunRequest& r) {
   const int64_t n = static_cast<int64_t>(files.size());
   const Config& config = m.config;
   Graph& graph = *m.graph;
-  Backend& backend = *m.backend;
   const int64_t classes = graph.classes();
   // Class names from the checkpoint; for older checkpoints from the data set when it is at hand;
   // else the class indices.
@@ -120,27 +119,13 @@ int run_predict(const RunRequest& r) {
   const int64_t batch = std::min<int64_t>(n, config.train.batch_size);
   const Shape shape = graph.input_shape();
   const int64_t numel = shape.numel();
-  std::vector<float> x(static_cast<size_t>(batch * numel)),
-      logits(static_cast<size_t>(batch * classes));
-  std::vector<int32_t> unused(static_cast<size_t>(batch));
-  Context ctx{backend, false, config.train.seed, 0};
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);
     // Decoded like the training data, then normalised by the same Batcher.
-    Dataset images;
-    images.name = "images";
-    images.sample_shape = shape;
-    images.classes = static_cast<int>(classes);
-    images.images.resize(static_cast<size_t>(b * numel));
+    std::vector<uint8_t> images(static_cast<size_t>(b * numel));
     for (int64_t i = 0; i < b; ++i)
-      decode_image(files[begin + i], shape, images.images.data() + i * numel);
-    images.labels.assign(static_cast<size_t>(b), 0);
-    Batcher src(images, b, false, 0, config.data.mean, config.data.std);
-    src.start_epoch(0);
-    src.fill(0, x.data(), unused.data());
-    Tensor input = graph.input().prefix(b);
-    backend.upload(input, x.data());
-    backend.download(logits.data(), graph.forward(ctx, b));
+      decode_image(files[begin + i], shape, images.data() + i * numel);
+    const std::vector<float> logits = predict_logits(m, images);
     for (int64_t i = 0; i < b; ++i) {
       const float* z = logits.data() + i * classes;
       const double top = *std::max_element(z, z + classes);

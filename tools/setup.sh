@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tandem builds with (as root), or prints the command to run.
 # ocl-icd-opencl-dev: only recommended by libdnnl-dev, yet its CMake config requires OpenCL.
+# libonnx-dev: trainer export; libonnx-testdata: ONNX's operator test cases for the test suite
+# (ONNX Runtime for the export tests comes from npm: tools/install_onnxruntime_node.sh, at build).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev
           libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libgtest-dev ccache
-          libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin)
+          libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin
+          libonnx-dev libprotobuf-dev libonnx-testdata)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

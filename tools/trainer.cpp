@@ -273,12 +273,23 @@ int run(int argc, char** argv) {
       r.warmup = parse_int(a, value());
     } else if (command == "bench" && a == "--json") {
       r.json = true;
-    } else if ((command == "eval" || command == "predict") && a == "--checkpoint") {
+    } else if ((command == "eval" || command == "predict" || command == "export") &&
+               a == "--checkpoint") {
       r.checkpoint = value();
     } else if (command == "predict" && a == "--top-k") {
       r.top_k = parse_int(a, value());
     } else if (command == "predict" && !a.empty() && a[0] != '-') {
       r.inputs.push_back(a);
+    } else if (command == "export" && a == "--onnx") {
+      r.onnx_path = value();
+    } else if (command == "export" && a == "--opset") {
+      r.opset = parse_int(a, value());
+    } else if (command == "export" && a == "--softmax") {
+      r.softmax = true;
+    } else if (command == "export" && a == "--fold-normalization") {
+      r.fold_normalization = true;
+    } else if (command == "export" && a == "--force") {
+      r.force = true;
     } else if (command == "export-images" && a == "--out") {
       r.out_dir = value();
     } else if (command == "export-images" && a == "--limit-per-class") {
@@ -303,6 +314,7 @@ int run(int argc, char** argv) {
   if (command == "export-images") return tandem::run_export_images(r);
   if (command == "eval") return tandem::run_eval(r);
   if (command == "predict") return tandem::run_predict(r);
+  if (command == "export") return tandem::run_export(r);
   return tandem::run_train(r);
 }
 

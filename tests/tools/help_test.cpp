@@ -17,8 +17,8 @@ using Result = tandem::test::CliResult;
 
 Result trainer(const std::string& args) { return tandem::test::run_trainer(args); }
 
-const std::vector<std::string> kCommands = {"train", "bench",   "devices",
-                                            "eval",  "predict", "export-images"};
+const std::vector<std::string> kCommands = {"train",   "bench",         "devices", "eval",
+                                            "predict", "export-images", "export"};
 
 // The lines of `text` from the one after `header` up to the next empty line.
 std::vector<std::string> section(const std::string& text, const std::string& header) {
@@ -87,6 +87,9 @@ TEST(Help, CommandListsItsOwnFlagsAndNotThoseOfOthers) {
   EXPECT_TRUE(listed("predict", "--top-k"));
   EXPECT_TRUE(listed("export-images", "--out"));
   EXPECT_TRUE(listed("export-images", "--limit-per-class"));
+  EXPECT_TRUE(listed("export", "--onnx"));
+  EXPECT_TRUE(listed("export", "--fold-normalization"));
+  EXPECT_FALSE(listed("export", "--device"));
   EXPECT_TRUE(listed("train", "--resume"));
   EXPECT_FALSE(listed("train", "--batch-sizes"));
 }

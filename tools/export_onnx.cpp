@@ -1,0 +1,426 @@
+// trainer export: each layer of a tandem graph as the ONNX nodes that compute the same, the weights
+// as initializers, through the ONNX project's generated protobuf classes and its checker.
+#include "tools/export_onnx.h"
+
+#include <fmt/format.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+#include "engine/error.h"
+#include "engine/report.h"
+#include "layers/activation.h"
+#include "layers/batchnorm.h"
+#include "layers/conv2d.h"
+#include "layers/dense.h"
+#include "layers/pool2d.h"
+#include "tools/app.h"
+#include "tools/checkpoint_model.h"
+
+namespace tandem {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ONNX stores raw tensor data little-endian, as this host holds floats.
+static_assert(std::endian::native == std::endian::little);
+
+// Builds the graph: value names kept unique (a layer's output is named after the layer, which a
+// user may have called "logits" or "conv2d_1.weight").
+class GraphBuilder {
+ public:
+  GraphBuilder(onnx::GraphProto* g, Backend& backend) : g_(g), backend_(backend) {}
+
+  std::string unique(const std::string& name) {
+    std::string n = name;
+    for (int k = 1; used_.count(n); ++k) n = fmt::format("{}_{}", name, k);
+    used_.insert(n);
+    return n;
+  }
+
+  onnx::NodeProto* node(const std::string& op, const std::string& name,
+                        const std::vector<std::string>& inputs, const std::string& output) {
+    onnx::NodeProto* n = g_->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const std::string& in : inputs) n->add_input(in);
+    n->add_output(output);
+    return n;
+  }
+
+  // A constant of the graph; returns its (unique) name.
+  std::string constant(const std::string& name, const std::vector<int64_t>& dims,
+                       const std::vector<float>& values) {
+    onnx::TensorProto* t = g_->add_initializer();
+    t->set_name(unique(name));
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    t->set_raw_data(values.data(), values.size() * sizeof(float));
+    return t->name();
+  }
+
+  // A tensor of the model (weight, running statistic), read back from the backend.
+  std::string weight(const std::string& name, const Tensor& value) {
+    std::vector<float> host(static_cast<size_t>(value.numel()));
+    backend_.download(host.data(), value);
+    return constant(name, value.shape().dims(), host);
+  }
+
+ private:
+  onnx::GraphProto* g_;
+  Backend& backend_;
+  std::set<std::string> used_;
+};
+
+void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& values) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t v : values) a->add_ints(v);
+}
+
+void set_int(onnx::NodeProto* n, const std::string& name, int64_t value) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(value);
+}
+
+void set_float(onnx::NodeProto* n, const std::string& name, float value) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(value);
+}
+
+// A float tensor value of shape (batch, dims...), the batch dimension left open.
+void set_batch_type(onnx::ValueInfoProto* v, const std::string& name, const Shape& sample) {
+  v->set_name(name);
+  onnx::TypeProto_Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  t->mutable_shape()->add_dim()->set_dim_param("batch");
+  for (int64_t d : sample.dims()) t->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
+std::string json_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t k = 0; k < items.size(); ++k) out += (k ? ", " : "") + json_string(items[k]);
+  return out + "]";
+}
+
+std::string json_floats(const std::vector<float>& values) {
+  std::string out = "[";
+  for (size_t k = 0; k < values.size(); ++k) out += fmt::format("{}{}", k ? ", " : "", values[k]);
+  return out + "]";
+}
+
+// data.normalize per channel, as the Batcher applies it: none is mean 0 and std 1, one value
+// serves every channel.
+std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, float none) {
+  if (v.empty()) return std::vector<float>(static_cast<size_t>(channels), none);
+  if (v.size() == 1) return std::vector<float>(static_cast<size_t>(channels), v[0]);
+  if (static_cast<int64_t>(v.size()) != channels)
+    throw ConfigError(fmt::format("data.normalize has {} values for an input of {} channels",
+                                  v.size(), channels),
+                      "give one value per channel, or one for all");
+  return v;
+}
+
+[[noreturn]] void refuse(const Layer& layer, const std::string& why) {
+  throw ConfigError("layer " + std::to_string(layer.index() + 1) + " (" + layer.type() + ", " +
+                        layer.name() + ") cannot be exported to ONNX: " + why,
+                    "export a model of the layers ONNX expresses exactly: conv2d, dense, maxpool, "
+                    "avgpool, global_avgpool, relu, leaky_relu, sigmoid, tanh, batchnorm, dropout, "
+                    "flatten, add, concat");
+}
+
+// Pooling's window, stride and padding as ONNX attributes (pads: begin h, begin w, end h, end w,
+// the same at both ends as tandem pads); floor mode (ceil_mode 0) like tandem's conv_out_size.
+void set_window(onnx::NodeProto* n, const Layer& layer, const Pool2dParams& p) {
+  // ONNX asks each pad to be smaller than its window; tandem's are at most half of it.
+  if (p.pad_h >= p.kernel_h || p.pad_w >= p.kernel_w)
+    refuse(layer, "its padding is not smaller than its window");
+  set_ints(n, "kernel_shape", {p.kernel_h, p.kernel_w});
+  set_ints(n, "strides", {p.stride_h, p.stride_w});
+  set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
+  set_int(n, "ceil_mode", 0);
+}
+
+// Adds the nodes of one layer, reading `inputs` and writing `output`.
+void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& inputs,
+               const std::string& output) {
+  const std::string& type = layer.type();
+  const std::string& name = layer.name();
+  std::vector<std::string> in = inputs;
+  for (const Param& p : layer.params()) in.push_back(b.weight(p.name, p.value));
+  if (auto* conv = dynamic_cast<Conv2d*>(&layer); conv && type == "conv2d") {
+    // x (N,C,H,W), W (K,C,R,S), B (K) -> (N,K,P,Q); tandem's convolution is ONNX's (a
+    // cross-correlation), of one group.
+    const Conv2dParams& p = conv->conv_params();
+    const Shape& w = layer.params()[0].shape;
+    onnx::NodeProto* n = b.node("Conv", name, in, output);
+    set_ints(n, "kernel_shape", {w[2], w[3]});
+    set_ints(n, "strides", {p.stride_h, p.stride_w});
+    set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
+    set_ints(n, "dilations", {p.dilation_h, p.dilation_w});
+    set_int(n, "group", 1);
+  } else if (dynamic_cast<Dense*>(&layer) && type == "dense") {
+    // x (N,F) W^T (F,U) + B (U): Gemm with transB, as PyTorch exports its Linear.
+    set_int(b.node("Gemm", name, in, output), "transB", 1);
+  } else if (auto* pool = dynamic_cast<Pool2d*>(&layer); pool && type == "maxpool") {
+    // Padding never wins a window (ONNX pads max pooling with -inf).
+    set_window(b.node("MaxPool", name, in, output), layer, pool->pool_params());
+  } else if (pool && type == "avgpool") {
+    // The divisor counts the window's input values only, as tandem's (count_include_pad 0).
+    onnx::NodeProto* n = b.node("AveragePool", name, in, output);
+    set_window(n, layer, pool->pool_params());
+    set_int(n, "count_include_pad", 0);
+  } else if (pool && type == "global_avgpool") {
+    const Pool2dParams& p = pool->pool_params();
+    const Shape& x = layer.input_shape();
+    if (p.kernel_h != x[1] || p.kernel_w != x[2] || p.pad_h || p.pad_w)
+      refuse(layer, "its window is not the whole input");
+    b.node("GlobalAveragePool", name, in, output);
+  } else if (auto* act = dynamic_cast<ActivationLayer*>(&layer)) {
+    switch (act->kind()) {
+      case Activation::kRelu:
+        b.node("Relu", name, in, output);
+        break;
+      case Activation::kLeakyRelu:
+        set_float(b.node("LeakyRelu", name, in, output), "alpha", act->alpha());
+        break;
+      case Activation::kSigmoid:
+        b.node("Sigmoid", name, in, output);
+        break;
+      case Activation::kTanh:
+        b.node("Tanh", name, in, output);
+        break;
+    }
+  } else if (auto* bn = dynamic_cast<BatchNorm*>(&layer); bn && type == "batchnorm") {
+    // Inference form: y = scale * (x - running_mean) / sqrt(running_var + eps) + B, per channel
+    // (axis 1) of (N,C,H,W) or (N,C).
+    for (const auto& [buffer, value] : bn->buffers()) in.push_back(b.weight(buffer, value));
+    set_float(b.node("BatchNormalization", name, in, output), "epsilon", bn->eps());
+  } else if (type == "dropout") {
+    b.node("Identity", name, in, output);  // the identity outside training
+  } else if (type == "flatten") {
+    set_int(b.node("Flatten", name, in, output), "axis", 1);  // (N, ...) -> (N, features)
+  } else if (type == "add") {
+    // ((x1 + x2) + x3) + ..., in tandem's order.
+    std::string sum = in[0];
+    for (size_t k = 1; k < in.size(); ++k) {
+      const std::string to = k + 1 == in.size() ? output : b.unique(fmt::format("{}.{}", name, k));
+      b.node("Add", k + 1 == in.size() ? name : fmt::format("{}.{}", name, k), {sum, in[k]}, to);
+      sum = to;
+    }
+  } else if (type == "concat") {
+    set_int(b.node("Concat", name, in, output), "axis", 1);  // channels, or features
+  } else {
+    refuse(layer, "ONNX has no operator that computes it as tandem does");
+  }
+}
+
+}  // namespace
+
+std::string onnx_model_bytes(Graph& graph, Backend& backend, const Config& config,
+                             const CheckpointMeta& meta, const OnnxExportOptions& options) {
+  TANDEM_CHECK(options.opset >= kOnnxMinOpset && options.opset <= kOnnxMaxOpset,
+               "opset " + std::to_string(options.opset));
+  onnx::ModelProto model;
+  model.set_ir_version(kOnnxIrVersion);
+  onnx::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(options.opset);
+  model.set_producer_name("tandem");
+  model.set_producer_version(TANDEM_VERSION);
+  onnx::GraphProto* g = model.mutable_graph();
+  g->set_name(config.name.empty() ? "tandem" : config.name);
+  GraphBuilder b(g, backend);
+
+  const Shape& shape = graph.input_shape();
+  const int64_t channels = shape.rank() == 3 ? shape[0] : 1;
+  const std::vector<float> mean = per_channel(config.data.mean, channels, 0.f);
+  const std::vector<float> std = per_channel(config.data.std, channels, 1.f);
+  const std::string pixels = "pixel values scaled to [0,1] (8-bit value / 255)";
+  const std::string normalized =
+      "(" + pixels + " - mean) / std per channel, mean " + json_floats(mean) + ", std " +
+      json_floats(std) + " (metadata normalize_mean, normalize_std)";
+
+  // The input as the first layer takes it: normalized here unless the graph does it.
+  onnx::ValueInfoProto* input = g->add_input();
+  set_batch_type(input, b.unique("input"), shape);
+  input->set_doc_string(options.fold_normalization ? pixels : normalized);
+  std::string x = input->name();
+  if (options.fold_normalization && !(config.data.mean.empty() && config.data.std.empty())) {
+    // (x - mean) / std with mean and std (1,C,1,1) (or (1) for a flat input), broadcast.
+    const std::vector<int64_t> dims = shape.rank() == 3 ? std::vector<int64_t>{1, channels, 1, 1}
+                                                        : std::vector<int64_t>{1};
+    const std::string centred = b.unique("input.centred"), scaled = b.unique("input.normalized");
+    b.node("Sub", "normalize.mean", {x, b.constant("normalize.mean", dims, mean)}, centred);
+    b.node("Div", "normalize.std", {centred, b.constant("normalize.std", dims, std)}, scaled);
+    x = scaled;
+  }
+
+  // Each layer's output is named after the layer; the last one's is the model's.
+  const std::vector<std::unique_ptr<Layer>>& layers = graph.layers();
+  const std::vector<SummaryRow> rows = graph.summary();
+  std::map<std::string, std::string> value_of{{"input", x}};  // tandem name -> ONNX value
+  const std::string logits = b.unique("logits");
+  const std::string probabilities = options.softmax ? b.unique("probabilities") : "";
+  std::string previous = x;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<std::string> inputs;
+    for (const std::string& from : rows[i].inputs) inputs.push_back(value_of.at(from));
+    if (inputs.empty()) inputs.push_back(previous);
+    const std::string out = i + 1 == layers.size() ? logits : b.unique(layers[i]->name());
+    add_layer(b, *layers[i], inputs, out);
+    value_of[layers[i]->name()] = previous = out;
+  }
+  const Shape classes{graph.classes()};
+  if (options.softmax) {
+    // Over the classes (axis 1 of (N, classes)).
+    set_int(b.node("Softmax", "softmax", {logits}, probabilities), "axis", 1);
+  }
+  onnx::ValueInfoProto* output = g->add_output();
+  set_batch_type(output, options.softmax ? probabilities : logits, classes);
+  output->set_doc_string(options.softmax ? "class probabilities (softmax of the logits)"
+                                         : "class scores (logits), one per class");
+
+  // What a runtime needs beside the graph: the classes by index and the input's normalization.
+  std::vector<std::string> names = meta.class_names;
+  for (int64_t c = static_cast<int64_t>(names.size()); c < graph.classes(); ++c)
+    names.push_back(std::to_string(c));
+  auto property = [&](const std::string& key, const std::string& value) {
+    onnx::StringStringEntryProto* e = model.add_metadata_props();
+    e->set_key(key);
+    e->set_value(value);
+  };
+  property("class_names", json_list(names));
+  property("normalize_mean", json_floats(mean));
+  property("normalize_std", json_floats(std));
+  property("normalization", options.fold_normalization ? "in_graph" : "before_input");
+  property("input", options.fold_normalization ? pixels : normalized);
+  property("output", options.softmax ? "probabilities" : "logits");
+  model.set_doc_string(fmt::format(
+      "{} trained by tandem {} on {}: epoch {}, step {}; input {}", config.name,
+      meta.version.empty() ? TANDEM_VERSION : meta.version, meta.device.empty() ? "?" : meta.device,
+      meta.epoch, meta.step, options.fold_normalization ? pixels : normalized));
+
+  // The library's own checks: a file they refuse is a bug here, never written.
+  try {
+    onnx::checker::check_model(model);
+    onnx::ModelProto inferred = model;
+    onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(true, 1));
+  } catch (const std::exception& e) {
+    throw Error(std::string("internal error: the ONNX checker refused the exported model: ") +
+                    e.what(),
+                "please report this with the model's config");
+  }
+  std::string bytes;
+  TANDEM_CHECK(model.SerializeToString(&bytes), "serializing the ONNX model");
+  return bytes;
+}
+
+namespace {
+
+// Refuses an --onnx path that cannot take the file before the checkpoint is read: an existing
+// file (without --force), a folder, a missing or unwritable folder.
+void check_output_path(const RunRequest& r) {
+  const fs::path out(r.onnx_path);
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  if (fs::is_directory(st))
+    throw UsageError("--onnx '" + r.onnx_path + "' is a folder",
+                     "give a file name, e.g. --onnx " + (out / "model.onnx").string());
+  if (fs::exists(st) && !r.force)
+    throw UsageError("'" + r.onnx_path + "' already exists",
+                     "pass --force to overwrite it, or give another --onnx path");
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  const fs::file_status pst = fs::status(parent, ec);
+  if (!fs::exists(pst))
+    throw UsageError("--onnx '" + r.onnx_path + "': the folder '" + parent.string() +
+                         "' does not exist",
+                     "create it first, or give a path in an existing folder");
+  if (!fs::is_directory(pst))
+    throw UsageError("--onnx '" + r.onnx_path + "': '" + parent.string() + "' is not a folder",
+                     "give a path in a writable folder");
+  if (::access(parent.c_str(), W_OK) != 0)
+    throw UsageError("--onnx '" + r.onnx_path + "': cannot write in the folder '" +
+                         parent.string() + "' (" + std::strerror(errno) + ")",
+                     "give a path in a writable folder");
+}
+
+// Writes a temporary file beside `path` and renames it into place: a failed write leaves no
+// half-written model, and an old file stays whole until the new one is complete.
+void write_file(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  bool ok;
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    ok = f && f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) && f.flush();
+  }
+  const int err = errno;
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) {
+    fs::remove(tmp, ec);
+    throw UsageError("cannot write '" + path + "': " + (ok ? ec.message() : std::strerror(err)),
+                     "check that the folder is writable and the disk is not full");
+  }
+}
+
+}  // namespace
+
+int run_export(const RunRequest& r) {
+  if (r.onnx_path.empty())
+    throw UsageError("export needs --onnx FILE",
+                     "e.g. trainer export --checkpoint runs/lenet --onnx lenet.onnx");
+  if (r.opset < kOnnxMinOpset || r.opset > kOnnxMaxOpset)
+    throw UsageError(fmt::format("--opset {} is not supported: export writes ONNX opsets {} to {}",
+                                 r.opset, kOnnxMinOpset, kOnnxMaxOpset),
+                     fmt::format("leave --opset out for {}, which every ONNX Runtime since 1.8 "
+                                 "reads, or give {} to {}",
+                                 kOnnxDefaultOpset, kOnnxMinOpset, kOnnxMaxOpset));
+  check_output_path(r);
+  // One sample of activations is enough: only the weights are read.
+  CheckpointModel m = load_checkpoint_model(r, "export", 1);
+  if (r.softmax && m.config.loss != "softmax_cross_entropy")
+    throw UsageError("--softmax turns logits into probabilities, but this model was trained with "
+                     "the " + m.config.loss + " loss, whose outputs are not logits",
+                     "leave out --softmax");
+  OnnxExportOptions options;
+  options.opset = r.opset;
+  options.softmax = r.softmax;
+  options.fold_normalization = r.fold_normalization;
+  const std::string bytes = onnx_model_bytes(*m.graph, *m.backend, m.config, m.meta, options);
+  write_file(r.onnx_path, bytes);
+
+  const Shape& in = m.graph->input_shape();
+  std::string dims;
+  for (int64_t d : in.dims()) dims += fmt::format(", {}", d);
+  const bool normalizes = !(m.config.data.mean.empty() && m.config.data.std.empty());
+  fmt::print("{}: ONNX opset {} (IR version {}), {} layers, {} parameters, {} bytes\n",
+             r.onnx_path, r.opset, kOnnxIrVersion, m.graph->layers().size(),
+             m.graph->parameter_count(), bytes.size());
+  fmt::print("  input  \"input\" (batch{}): {}\n", dims,
+             r.fold_normalization || !normalizes
+                 ? "pixel values in [0,1]" +
+                       std::string(normalizes ? ", normalized in the graph" : "")
+                 : "(pixel values in [0,1] - mean) / std, as in the metadata");
+  fmt::print("  output \"{}\" (batch, {})\n", r.softmax ? "probabilities" : "logits",
+             m.graph->classes());
+  return 0;
+}
+
+}  // namespace tandem
