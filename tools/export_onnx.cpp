@@ -226,7 +226,7 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
   } else if (type == "concat") {
     set_int(b.node("Concat", name, in, output), "axis", 1);  // channels, or features
   } else {
-    refuse(layer, "ONNX has no operator that computes it as tandem does");
+    refuse(layer, "export knows no ONNX form of the layer type '" + type + "'");
   }
 }
 
