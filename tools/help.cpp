@@ -192,7 +192,7 @@ device and batch size, with the speedup against the first device.
      "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
     {"export",
      "  trainer export --checkpoint FILE|DIR --onnx FILE [--opset N] [--softmax]\n"
-     "                 [--fold-normalization] [--force]     write the model as ONNX\n",
+     "                 [--fold-normalization] [--force]      write the model as ONNX\n",
      "",
      {&kOnnxExport},
      "trainer export --checkpoint runs/lenet --onnx lenet.onnx --fold-normalization"},
