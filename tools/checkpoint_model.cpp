@@ -6,7 +6,6 @@
 #include <string>
 
 #include "datasets/dataset.h"
-
 #include "engine/error.h"
 #include "engine/optimizer.h"
 #include "tools/checkpoints.h"

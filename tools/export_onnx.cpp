@@ -6,6 +6,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cerrno>
@@ -14,7 +15,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <unistd.h>
 
 #include "engine/error.h"
 #include "engine/report.h"
@@ -130,9 +130,9 @@ std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, fl
   if (v.empty()) return std::vector<float>(static_cast<size_t>(channels), none);
   if (v.size() == 1) return std::vector<float>(static_cast<size_t>(channels), v[0]);
   if (static_cast<int64_t>(v.size()) != channels)
-    throw ConfigError(fmt::format("data.normalize has {} values for an input of {} channels",
-                                  v.size(), channels),
-                      "give one value per channel, or one for all");
+    throw ConfigError(
+        fmt::format("data.normalize has {} values for an input of {} channels", v.size(), channels),
+        "give one value per channel, or one for all");
   return v;
 }
 
@@ -252,9 +252,9 @@ std::string onnx_model_bytes(Graph& graph, Backend& backend, const Config& confi
   const std::vector<float> mean = per_channel(config.data.mean, channels, 0.f);
   const std::vector<float> std = per_channel(config.data.std, channels, 1.f);
   const std::string pixels = "pixel values scaled to [0,1] (8-bit value / 255)";
-  const std::string normalized =
-      "(" + pixels + " - mean) / std per channel, mean " + json_floats(mean) + ", std " +
-      json_floats(std) + " (metadata normalize_mean, normalize_std)";
+  const std::string normalized = "(" + pixels + " - mean) / std per channel, mean " +
+                                 json_floats(mean) + ", std " + json_floats(std) +
+                                 " (metadata normalize_mean, normalize_std)";
 
   // The input as the first layer takes it: normalized here unless the graph does it.
   onnx::ValueInfoProto* input = g->add_input();
@@ -263,8 +263,8 @@ std::string onnx_model_bytes(Graph& graph, Backend& backend, const Config& confi
   std::string x = input->name();
   if (options.fold_normalization && !(config.data.mean.empty() && config.data.std.empty())) {
     // (x - mean) / std with mean and std (1,C,1,1) (or (1) for a flat input), broadcast.
-    const std::vector<int64_t> dims = shape.rank() == 3 ? std::vector<int64_t>{1, channels, 1, 1}
-                                                        : std::vector<int64_t>{1};
+    const std::vector<int64_t> dims =
+        shape.rank() == 3 ? std::vector<int64_t>{1, channels, 1, 1} : std::vector<int64_t>{1};
     const std::string centred = b.unique("input.centred"), scaled = b.unique("input.normalized");
     b.node("Sub", "normalize.mean", {x, b.constant("normalize.mean", dims, mean)}, centred);
     b.node("Div", "normalize.std", {centred, b.constant("normalize.std", dims, std)}, scaled);
@@ -323,9 +323,9 @@ std::string onnx_model_bytes(Graph& graph, Backend& backend, const Config& confi
     onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
                                        onnx::ShapeInferenceOptions(true, 1));
   } catch (const std::exception& e) {
-    throw Error(std::string("internal error: the ONNX checker refused the exported model: ") +
-                    e.what(),
-                "please report this with the model's config");
+    throw Error(
+        std::string("internal error: the ONNX checker refused the exported model: ") + e.what(),
+        "please report this with the model's config");
   }
   std::string bytes;
   TANDEM_CHECK(model.SerializeToString(&bytes), "serializing the ONNX model");
@@ -349,9 +349,9 @@ void check_output_path(const RunRequest& r) {
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   const fs::file_status pst = fs::status(parent, ec);
   if (!fs::exists(pst))
-    throw UsageError("--onnx '" + r.onnx_path + "': the folder '" + parent.string() +
-                         "' does not exist",
-                     "create it first, or give a path in an existing folder");
+    throw UsageError(
+        "--onnx '" + r.onnx_path + "': the folder '" + parent.string() + "' does not exist",
+        "create it first, or give a path in an existing folder");
   if (!fs::is_directory(pst))
     throw UsageError("--onnx '" + r.onnx_path + "': '" + parent.string() + "' is not a folder",
                      "give a path in a writable folder");
@@ -396,9 +396,11 @@ int run_export(const RunRequest& r) {
   // One sample of activations is enough: only the weights are read.
   CheckpointModel m = load_checkpoint_model(r, "export", 1);
   if (r.softmax && m.config.loss != "softmax_cross_entropy")
-    throw UsageError("--softmax turns logits into probabilities, but this model was trained with "
-                     "the " + m.config.loss + " loss, whose outputs are not logits",
-                     "leave out --softmax");
+    throw UsageError(
+        "--softmax turns logits into probabilities, but this model was trained with "
+        "the " +
+            m.config.loss + " loss, whose outputs are not logits",
+        "leave out --softmax");
   OnnxExportOptions options;
   options.opset = r.opset;
   options.softmax = r.softmax;
@@ -410,14 +412,14 @@ int run_export(const RunRequest& r) {
   std::string dims;
   for (int64_t d : in.dims()) dims += fmt::format(", {}", d);
   const bool normalizes = !(m.config.data.mean.empty() && m.config.data.std.empty());
-  fmt::print("{}: ONNX opset {} (IR version {}), {} layers, {} parameters, {} bytes\n",
-             r.onnx_path, r.opset, kOnnxIrVersion, m.graph->layers().size(),
-             m.graph->parameter_count(), bytes.size());
-  fmt::print("  input  \"input\" (batch{}): {}\n", dims,
-             r.fold_normalization || !normalizes
-                 ? "pixel values in [0,1]" +
-                       std::string(normalizes ? ", normalized in the graph" : "")
-                 : "(pixel values in [0,1] - mean) / std, as in the metadata");
+  fmt::print("{}: ONNX opset {} (IR version {}), {} layers, {} parameters, {} bytes\n", r.onnx_path,
+             r.opset, kOnnxIrVersion, m.graph->layers().size(), m.graph->parameter_count(),
+             bytes.size());
+  fmt::print(
+      "  input  \"input\" (batch{}): {}\n", dims,
+      r.fold_normalization || !normalizes
+          ? "pixel values in [0,1]" + std::string(normalizes ? ", normalized in the graph" : "")
+          : "(pixel values in [0,1] - mean) / std, as in the metadata");
   fmt::print("  output \"{}\" (batch, {})\n", r.softmax ? "probabilities" : "logits",
              m.graph->classes());
   return 0;

@@ -19,9 +19,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <iostream>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <string>
@@ -140,7 +140,8 @@ Case load_case(const std::string& name) {
   for (const fs::path& set : sets) {
     std::vector<HostTensor> ins, outs;
     for (int k = 0; fs::exists(set / ("input_" + std::to_string(k) + ".pb")); ++k)
-      ins.push_back(from_proto(read_proto<onnx::TensorProto>(set / ("input_" + std::to_string(k) + ".pb"))));
+      ins.push_back(
+          from_proto(read_proto<onnx::TensorProto>(set / ("input_" + std::to_string(k) + ".pb"))));
     for (int k = 0; fs::exists(set / ("output_" + std::to_string(k) + ".pb")); ++k)
       outs.push_back(
           from_proto(read_proto<onnx::TensorProto>(set / ("output_" + std::to_string(k) + ".pb"))));
@@ -262,7 +263,8 @@ std::string why_not(const Case& c) {
   if (op == "Flatten") {
     const int64_t axis = get_int(n, "axis", 1);
     if (axis != 1)
-      return "axis " + std::to_string(axis) + ": tandem's flatten keeps the batch axis, (N, ...) "
+      return "axis " + std::to_string(axis) +
+             ": tandem's flatten keeps the batch axis, (N, ...) "
              "-> (N, features)";
   }
   if (op == "Dropout") {
@@ -355,9 +357,9 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
       pp.stride_h = static_cast<int>(s[0]), pp.stride_w = static_cast<int>(s[1]);
       pp.pad_h = static_cast<int>(p[0]), pp.pad_w = static_cast<int>(p[1]);
     }
-    const std::vector<int64_t> yd = {
-        xd[0], xd[1], conv_out_size(xd[2], pp.kernel_h, pp.stride_h, pp.pad_h),
-        conv_out_size(xd[3], pp.kernel_w, pp.stride_w, pp.pad_w)};
+    const std::vector<int64_t> yd = {xd[0], xd[1],
+                                     conv_out_size(xd[2], pp.kernel_h, pp.stride_h, pp.pad_h),
+                                     conv_out_size(xd[3], pp.kernel_w, pp.stride_w, pp.pad_w)};
     Tensor x = upload(in[0]), y = output(Shape(yd));
     be().pool2d_forward(y, x, pp);
     return download(y, yd);
@@ -430,7 +432,8 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
     const int64_t outer = product(xd, 0, static_cast<size_t>(axis));
     std::vector<int64_t> yd = xd;
     yd[static_cast<size_t>(axis)] = 0;
-    for (const HostTensor& t : in) yd[static_cast<size_t>(axis)] += t.dims[static_cast<size_t>(axis)];
+    for (const HostTensor& t : in)
+      yd[static_cast<size_t>(axis)] += t.dims[static_cast<size_t>(axis)];
     const int64_t width = product(yd, static_cast<size_t>(axis), yd.size());
     Tensor y = output(Shape{outer, width});
     int64_t at = 0;
@@ -476,7 +479,8 @@ TEST_P(OnnxConformance, MatchesExpectedOutputs) {
       const float g = got.values[i], w = want.values[i];
       const bool ok = (std::isnan(g) && std::isnan(w)) ||
                       std::abs(static_cast<double>(g) - w) <= 1e-7 + 1e-3 * std::abs(w);
-      if (!ok && ++bad <= 5) ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << w;
+      if (!ok && ++bad <= 5)
+        ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << w;
     }
     EXPECT_EQ(bad, 0) << bad << " of " << want.values.size() << " elements differ";
   }

@@ -5,6 +5,8 @@
 // ONNX Runtime is npm's onnxruntime-node, installed into the build folder by the build
 // (tools/install_onnxruntime_node.sh); where node or the package cannot be had, the tests that
 // run it skip with the reason.
+#include "tools/export_onnx.h"
+
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
@@ -24,7 +26,6 @@
 #include "tests/tools/cli_util.h"
 #include "tools/app.h"
 #include "tools/checkpoint_model.h"
-#include "tools/export_onnx.h"
 
 namespace tandem {
 namespace {
@@ -46,8 +47,8 @@ std::string ort_unavailable() {
                      : why;
 }
 
-#define SKIP_WITHOUT_ONNX_RUNTIME()                                                        \
-  if (const std::string why = ort_unavailable(); !why.empty())                             \
+#define SKIP_WITHOUT_ONNX_RUNTIME()                            \
+  if (const std::string why = ort_unavailable(); !why.empty()) \
   GTEST_SKIP() << "ONNX Runtime for node unavailable: " << why
 
 std::string read_file(const std::string& path) {
@@ -94,13 +95,14 @@ std::vector<float> run_onnx_runtime(const std::string& model, const std::vector<
     if (!dims_text.empty()) dims_text += ',';
     dims_text += std::to_string(d);
   }
-  const test::CliResult r = run_command("node " + test::source_path("tests/tools/run_onnx.js") +
-                                        " " + kOrtDir + " " + model + " " + in + " " + dims_text +
-                                        " " + out);
+  const test::CliResult r =
+      run_command("node " + test::source_path("tests/tools/run_onnx.js") + " " + kOrtDir + " " +
+                  model + " " + in + " " + dims_text + " " + out);
   EXPECT_EQ(r.status, 0) << r.out;
   if (name) {
     const size_t at = r.out.find("\"output\":\"");
-    *name = at == std::string::npos ? "" : r.out.substr(at + 10, r.out.find('"', at + 10) - at - 10);
+    *name =
+        at == std::string::npos ? "" : r.out.substr(at + 10, r.out.find('"', at + 10) - at - 10);
   }
   const std::string bytes = read_file(out);
   std::vector<float> values(bytes.size() / sizeof(float));
@@ -157,8 +159,7 @@ std::string train_small(const std::string& name, YAML::Node config, const std::s
   e << config;
   const std::string path = test::write_temp_file(name + ".yaml", e.c_str());
   fs::remove_all(dir);
-  const test::CliResult r =
-      run_trainer("--config " + path + " --quiet --checkpoint-dir " + dir);
+  const test::CliResult r = run_trainer("--config " + path + " --quiet --checkpoint-dir " + dir);
   EXPECT_EQ(r.status, 0) << r.out;
   return path;
 }
@@ -208,8 +209,8 @@ void expect_runtime_equals_predict(const std::string& dir, const std::string& st
   const double folded_diff =
       relative_difference(run_onnx_runtime(folded, pixels, p.dims()), p.logits, classes);
   EXPECT_LT(folded_diff, 1e-5) << "pixels in [0,1], normalized in the graph";
-  std::cout << stem << flags << ": ONNX Runtime against predict, relative difference "
-            << plain_diff << " (normalized input), " << folded_diff << " (folded)\n";
+  std::cout << stem << flags << ": ONNX Runtime against predict, relative difference " << plain_diff
+            << " (normalized input), " << folded_diff << " (folded)\n";
 }
 
 class ExportReferenceModel : public ::testing::TestWithParam<std::string> {};
@@ -225,8 +226,7 @@ TEST_P(ExportReferenceModel, OnnxRuntimeOutputsEqualPredictLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, ExportReferenceModel,
-                         ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn",
-                                           "cifar_resnet"),
+                         ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // A model of every layer type and option the exporter maps: strided, dilated and padded
@@ -357,7 +357,8 @@ TEST(ExportOnnx, SoftmaxOutputsProbabilitiesThatSumToOne) {
     const double top = *std::max_element(logits.begin() + s, logits.begin() + s + 4);
     double sum = 0;
     for (size_t k = s; k < s + 4; ++k) sum += std::exp(logits[k] - top);
-    for (size_t k = s; k < s + 4; ++k) want[k] = static_cast<float>(std::exp(logits[k] - top) / sum);
+    for (size_t k = s; k < s + 4; ++k)
+      want[k] = static_cast<float>(std::exp(logits[k] - top) / sum);
   }
   EXPECT_LT(relative_difference(p, want, 4), 1e-5);
 }
@@ -404,7 +405,8 @@ TEST_F(ExportBadInput, AReadOnlyFolderIsRefused) {
   const std::string ro = test::fresh_dir("read_only");
   fs::create_directories(ro);
   ::chmod(ro.c_str(), 0555);
-  const test::CliResult r = run_trainer("export --checkpoint " + dir_ + " --onnx " + ro + "/m.onnx");
+  const test::CliResult r =
+      run_trainer("export --checkpoint " + dir_ + " --onnx " + ro + "/m.onnx");
   ::chmod(ro.c_str(), 0755);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("cannot write in the folder"), std::string::npos) << r.out;
@@ -434,8 +436,8 @@ TEST_F(ExportBadInput, MissingOnnxPathNamesTheFlag) {
 TEST(ExportOnnx, SoftmaxOfAModelTrainedWithMseIsRefused) {
   const std::string dir = test::fresh_dir("ckpt");
   const std::string config = test::write_temp_file(
-      "export_mse.yaml", test::small_model_yaml("export_mse") +
-                             "loss: mse\ntrain: {epochs: 1, batch_size: 32}\n");
+      "export_mse.yaml",
+      test::small_model_yaml("export_mse") + "loss: mse\ntrain: {epochs: 1, batch_size: 32}\n");
   ASSERT_EQ(run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir).status, 0);
   const test::CliResult r =
       run_trainer("export --checkpoint " + dir + " --onnx " + dir + "/m.onnx --softmax");
