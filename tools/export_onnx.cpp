@@ -2,6 +2,7 @@
 // as initializers, through the ONNX project's generated protobuf classes and its checker.
 #include "tools/export_onnx.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -334,6 +335,11 @@ std::string onnx_model_bytes(Graph& graph, Backend& backend, const Config& confi
 
 namespace {
 
+// Where the file is written before it is renamed into place: beside it, of this process.
+std::string temporary_name(const std::string& path) {
+  return path + ".tmp." + std::to_string(::getpid());
+}
+
 // Refuses an --onnx path that cannot take the file before the checkpoint is read: an existing
 // file (without --force), a folder, a missing or unwritable folder.
 void check_output_path(const RunRequest& r) {
@@ -355,16 +361,22 @@ void check_output_path(const RunRequest& r) {
   if (!fs::is_directory(pst))
     throw UsageError("--onnx '" + r.onnx_path + "': '" + parent.string() + "' is not a folder",
                      "give a path in a writable folder");
-  if (::access(parent.c_str(), W_OK) != 0)
+  // A file created and removed again: permissions (root passes any access() check), read-only
+  // and special file systems alike.
+  const std::string probe = temporary_name(r.onnx_path);
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0)
     throw UsageError("--onnx '" + r.onnx_path + "': cannot write in the folder '" +
                          parent.string() + "' (" + std::strerror(errno) + ")",
                      "give a path in a writable folder");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 // Writes a temporary file beside `path` and renames it into place: a failed write leaves no
 // half-written model, and an old file stays whole until the new one is complete.
 void write_file(const std::string& path, const std::string& bytes) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_name(path);
   bool ok;
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);

@@ -389,7 +389,7 @@ TEST_F(ExportBadInput, AnExistingFileIsKeptUnlessForceIsGiven) {
   EXPECT_EQ(read_model(out).graph().output(0).name(), "logits");
 }
 
-TEST_F(ExportBadInput, APathInAFolderThatCannotBeWrittenIsRefusedBeforeReadingTheCheckpoint) {
+TEST_F(ExportBadInput, AFolderThatIsMissingOrAFileIsRefusedBeforeReadingTheCheckpoint) {
   const std::string file = test::write_temp_file("plain_file", "x");
   test::CliResult r = run_trainer("export --checkpoint " + dir_ + " --onnx " + file + "/m.onnx");
   EXPECT_EQ(r.status, 2) << r.out;
@@ -398,6 +398,19 @@ TEST_F(ExportBadInput, APathInAFolderThatCannotBeWrittenIsRefusedBeforeReadingTh
                   "no/such/folder/m.onnx");
   EXPECT_EQ(r.status, 2) << r.out;  // the path is checked first: no checkpoint error
   EXPECT_NE(r.out.find("does not exist\nhint: create it first"), std::string::npos) << r.out;
+}
+
+// /proc takes no new files, from root either.
+TEST_F(ExportBadInput, AFolderThatTakesNoFilesIsRefusedBeforeReadingTheCheckpoint) {
+  if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "no /proc file system here";
+  const test::CliResult r =
+      run_trainer("export --checkpoint /nonexistent/ckpt --onnx /proc/tandem-export-test.onnx");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("error: --onnx '/proc/tandem-export-test.onnx': cannot write in the folder "
+                       "'/proc'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hint: give a path in a writable folder"), std::string::npos) << r.out;
 }
 
 TEST_F(ExportBadInput, AReadOnlyFolderIsRefused) {
