@@ -10,8 +10,11 @@
 // Documented differences of semantics (skipped, never approximated):
 // - AveragePool with count_include_pad=1 and padding: tandem's average pooling always leaves the
 //   padding out of the divisor (PyTorch's count_include_pad=False); it exports count_include_pad=0.
-// - BatchNormalization in training mode: ONNX's running variance is the batch's biased variance
-//   (and its momentum weights the old value); tandem's, like PyTorch's, is the unbiased one.
+// - BatchNormalization in training mode: ONNX's momentum weights the old running value (tandem's,
+//   as PyTorch's, the batch's: tandem's momentum is 1 - ONNX's), and ONNX's running variance takes
+//   in the batch's biased variance, tandem's the unbiased one (M / (M - 1) times it, M the values
+//   per channel). The case runs with the momentum converted, and its expected running variance
+//   converted the same way.
 // - Dropout in training mode: the masks come from tandem's Philox stream, not ONNX's.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
@@ -244,10 +247,11 @@ std::string why_not(const Case& c) {
     }
   }
   if (op == "BatchNormalization") {
-    if (get_int(n, "training_mode", 0) != 0 || n.output_size() > 1)
-      return "training mode: ONNX's running variance is the batch's biased variance, tandem's "
-             "(as PyTorch's) the unbiased one, and its momentum weights the other term";
     if (rank < 2 || rank > 4) return "input of rank " + std::to_string(rank);
+    if (n.output_size() != 1 && n.output_size() != 3)
+      return std::to_string(n.output_size()) +
+             " outputs: tandem's training forward gives the "
+             "output and the running mean and variance";
   }
   if (op == "Add" && (in[0].dims != in[1].dims))
     return "broadcasting " + dims_str(in[1].dims) + " to " + dims_str(in[0].dims) +
@@ -314,14 +318,15 @@ class OnnxConformance : public ::testing::TestWithParam<std::tuple<std::string, 
     return h;
   }
 
-  // The node's first output on one data set, computed by the backend's ops.
-  HostTensor run(const onnx::NodeProto& n, int opset, const std::vector<HostTensor>& in);
+  // The node's outputs on one data set, computed by the backend's ops.
+  std::vector<HostTensor> run(const onnx::NodeProto& n, int opset,
+                              const std::vector<HostTensor>& in);
 
   std::unique_ptr<Backend> backend_;
 };
 
-HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
-                                const std::vector<HostTensor>& in) {
+std::vector<HostTensor> OnnxConformance::run(const onnx::NodeProto& n, int opset,
+                                             const std::vector<HostTensor>& in) {
   const std::string& op = n.op_type();
   const std::vector<int64_t>& xd = in[0].dims;
   if (op == "Conv") {
@@ -341,7 +346,7 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
     const bool bias = in.size() > 2 && !in[2].dims.empty();
     Tensor b = bias ? upload(in[2]) : Tensor();
     be().conv2d_forward(y, x, w, bias ? &b : nullptr, cp);
-    return download(y, yd);
+    return {download(y, yd)};
   }
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") {
     Pool2dParams pp;
@@ -362,7 +367,7 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
                                      conv_out_size(xd[3], pp.kernel_w, pp.stride_w, pp.pad_w)};
     Tensor x = upload(in[0]), y = output(Shape(yd));
     be().pool2d_forward(y, x, pp);
-    return download(y, yd);
+    return {download(y, yd)};
   }
   if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh") {
     const Activation a = op == "Relu"        ? Activation::kRelu
@@ -372,7 +377,7 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
     const Shape flat{in[0].numel()};  // elementwise: any shape
     Tensor x = upload(flat, in[0].values), y = output(flat);
     be().activation_forward(y, x, a, get_float(n, "alpha", 0.01f));
-    return download(y, xd);
+    return {download(y, xd)};
   }
   if (op == "Gemm") {
     // y (M,N) = alpha op(A) op(B) + beta C, C broadcast to (M,N) (numpy's rules) into y first.
@@ -395,7 +400,7 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
       beta = 0.f;
     }
     be().gemm(y, a, b, ta, tb, get_float(n, "alpha", 1.f), beta);
-    return download(y, yd);
+    return {download(y, yd)};
   }
   if (op == "BatchNormalization") {
     // x (N,C,...) per channel; rank 3 (N,C,L) as (N,C,L,1).
@@ -403,8 +408,18 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
     if (d4.size() == 3) d4.push_back(1);
     Tensor x = upload(Shape(d4), in[0].values), y = output(Shape(d4));
     Tensor gamma = upload(in[1]), beta = upload(in[2]), mean = upload(in[3]), var = upload(in[4]);
-    be().batchnorm_forward_inference(y, x, gamma, beta, mean, var, get_float(n, "epsilon", 1e-5f));
-    return download(y, xd);
+    const float eps = get_float(n, "epsilon", 1e-5f);
+    if (n.output_size() == 1) {
+      be().batchnorm_forward_inference(y, x, gamma, beta, mean, var, eps);
+      return {download(y, xd)};
+    }
+    // Training: the batch's statistics, and the running ones moved (in place) with tandem's
+    // momentum, 1 - ONNX's.
+    const Shape c{xd[1]};
+    Tensor save_mean = output(c), save_inv_std = output(c);
+    be().batchnorm_forward_training(y, save_mean, save_inv_std, mean, var, x, gamma, beta,
+                                    1.f - get_float(n, "momentum", 0.9f), eps);
+    return {download(y, xd), download(mean, in[3].dims), download(var, in[4].dims)};
   }
   if (op == "Softmax") {
     // (rows, classes): the last axis (opset 13), or the axes from `axis` on (older opsets).
@@ -418,12 +433,12 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
     const std::vector<int32_t> zeros(static_cast<size_t>(rows), 0);
     be().upload(labels, zeros.data());
     be().softmax_cross_entropy_forward(loss, probs, logits, labels);
-    return download(probs, xd);
+    return {download(probs, xd)};
   }
   if (op == "Add") {
     Tensor a = upload(in[0]), b = upload(in[1]), y = output(Shape(xd));
     be().add(y, a, b);
-    return download(y, xd);
+    return {download(y, xd)};
   }
   if (op == "Concat") {
     // Every input as (outer, inner_k): the rows copy_columns joins along.
@@ -443,22 +458,42 @@ HostTensor OnnxConformance::run(const onnx::NodeProto& n, int opset,
       be().copy_columns(y, at, x, 0, inner);
       at += inner;
     }
-    return download(y, yd);
+    return {download(y, yd)};
   }
   if (op == "Flatten") {
     // tandem's flatten is a view: (N, ...) read as (N, features), no data moves.
     const std::vector<int64_t> yd = {xd[0], in[0].numel() / xd[0]};
     Tensor x = upload(in[0]);
-    return download(x.reshape(Shape(yd)), yd);
+    return {download(x.reshape(Shape(yd)), yd)};
   }
   if (op == "Dropout") {
     // The identity outside training, as tandem's dropout layer computes it.
     Tensor x = upload(in[0]), y = output(Shape(xd));
     be().copy(y, x);
-    return download(y, xd);
+    return {download(y, xd)};
   }
   ADD_FAILURE() << "no runner for " << op;
   return {};
+}
+
+// A data set's expected outputs as tandem defines them: ONNX's, except for the running variance of
+// batch normalization in training, where the batch's variance enters unbiased (see the top).
+std::vector<HostTensor> expected(const Case& c, size_t set) {
+  std::vector<HostTensor> want = c.outputs[set];
+  const onnx::NodeProto& n = c.model.graph().node(0);
+  if (n.op_type() == "BatchNormalization" && want.size() == 3) {
+    // ONNX: out = var * mom + biased * (1 - mom); tandem: var * mom + biased * M/(M-1) * (1 - mom)
+    // = out + (out - var * mom) / (M - 1).
+    const HostTensor& x = c.inputs[set][0];
+    const std::vector<float>& var = c.inputs[set][4].values;
+    const double m = static_cast<double>(x.numel() / x.dims[1]);
+    const double mom = get_float(n, "momentum", 0.9f);
+    for (size_t k = 0; k < var.size(); ++k) {
+      float& out = want[2].values[k];
+      out = static_cast<float>(out + (out - var[k] * mom) / (m - 1));
+    }
+  }
+  return want;
 }
 
 TEST_P(OnnxConformance, MatchesExpectedOutputs) {
@@ -467,22 +502,24 @@ TEST_P(OnnxConformance, MatchesExpectedOutputs) {
   const onnx::NodeProto& n = c.model.graph().node(0);
   const int opset = static_cast<int>(c.model.opset_import(0).version());
   for (size_t set = 0; set < c.inputs.size(); ++set) {
-    SCOPED_TRACE("test_data_set_" + std::to_string(set));
-    // Inputs by the node's slots: an optional input left out has no file.
-    std::vector<HostTensor> in = c.inputs[set];
-    const HostTensor got = run(n, opset, in);
-    const HostTensor& want = c.outputs[set].at(0);
-    ASSERT_EQ(got.dims, want.dims) << dims_str(got.dims) << " vs " << dims_str(want.dims);
-    ASSERT_EQ(got.values.size(), want.values.size());
-    int bad = 0;
-    for (size_t i = 0; i < want.values.size(); ++i) {
-      const float g = got.values[i], w = want.values[i];
-      const bool ok = (std::isnan(g) && std::isnan(w)) ||
-                      std::abs(static_cast<double>(g) - w) <= 1e-7 + 1e-3 * std::abs(w);
-      if (!ok && ++bad <= 5)
-        ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << w;
+    const std::vector<HostTensor> got = run(n, opset, c.inputs[set]);
+    const std::vector<HostTensor> want = expected(c, set);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      SCOPED_TRACE("test_data_set_" + std::to_string(set) + ", output " + std::to_string(k));
+      ASSERT_EQ(got[k].dims, want[k].dims)
+          << dims_str(got[k].dims) << " vs " << dims_str(want[k].dims);
+      ASSERT_EQ(got[k].values.size(), want[k].values.size());
+      int bad = 0;
+      for (size_t i = 0; i < want[k].values.size(); ++i) {
+        const float g = got[k].values[i], w = want[k].values[i];
+        const bool ok = (std::isnan(g) && std::isnan(w)) ||
+                        std::abs(static_cast<double>(g) - w) <= 1e-7 + 1e-3 * std::abs(w);
+        if (!ok && ++bad <= 5)
+          ADD_FAILURE() << "element " << i << ": got " << g << ", expected " << w;
+      }
+      EXPECT_EQ(bad, 0) << bad << " of " << want[k].values.size() << " elements differ";
     }
-    EXPECT_EQ(bad, 0) << bad << " of " << want.values.size() << " elements differ";
   }
 }
 
