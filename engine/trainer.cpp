@@ -1,17 +1,18 @@
 // The training loop, evaluation and the throughput benchmark.
 #include "engine/trainer.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "engine/error.h"
 #include "engine/numerics.h"
 #include "engine/progress.h"
 #include "engine/rng.h"
+#include "engine/run_control.h"
 
 namespace tandem {
 namespace {
@@ -237,13 +238,23 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   TensorSums sums(comm, backend);  // collective; nothing to do for one process
   if (parallel && options.progress) fmt::print("Sums   gradients summed by {}\n", sums.path());
   if (parallel) sums.broadcast(training_state(step));
+  StepLog log(options.device_label);
+  RunControl control(config.train);
+  control.replay(options.earlier);
+  DivergenceWatch divergence(graph.classes());
+  double run_seconds = 0;  // wall time of this run's finished epochs, evaluation included
+  int64_t run_epochs = 0;
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
-    if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
+    const int verbose = options.progress ? options.verbose : 0;
+    if (verbose == 1) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
     backend.reset_peak_memory();
     const int64_t first = epoch == options.start.epoch ? options.start.batch : 0;
     queue.start_epoch(epoch, first);
-    ProgressBar bar(batches, options.progress);
+    log.new_epoch();
+    ProgressBar bar(batches, verbose,
+                    {epoch, config.train.epochs,
+                     run_epochs ? run_seconds / static_cast<double>(run_epochs) : 0});
     auto start = Clock::now();
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0;
@@ -268,8 +279,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         // Asking the queue for the next batch gives this one's host buffer back.
         backend.synchronize();
       }
-      lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
-                         b, batches);
+      lr = control.lr_scale() * learning_rate(config.train.optimizer, config.train.schedule,
+                                              config.train.epochs, epoch, b, batches);
       const auto step_start = Clock::now();
       computed = computed || n > 0;
       if (n == 0) {
@@ -336,6 +347,15 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
           spdlog::warn("skipped step {}: loss {}{} ({})", global_step + 1, loss_text(l),
                        std::isfinite(l) ? ", a gradient non-finite" : "", where);
         ++epoch_skipped;
+      } else if (divergence.diverged(l)) {
+        // Stopped before its update: the weights stay those of the last step that did not.
+        throw nonfinite_error(
+            config.train.optimizer, lr,
+            fmt::format("the training loss diverged: {} at step {} (epoch {}, batch {} of {}), "
+                        "more than {} times its first value {}; the run stops here rather than "
+                        "train on to a result no better than chance",
+                        loss_text(l), global_step + 1, epoch + 1, b + 1, batches,
+                        format_count(kDivergenceFactor), loss_text(divergence.reference())));
       } else {
         step.update(lr);
         skipped_in_a_row = 0;
@@ -345,6 +365,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         seen += step_n;
       }
       ++global_step;
+      if (options.log_every > 0)
+        log.add(options.log_every, options.on_log, l, correct, step_n, lr,
+                static_cast<double>(epoch) + static_cast<double>(b + 1) / batches, global_step,
+                !std::isfinite(l));
       if (seen)
         bar.update(b + 1, loss_sum / static_cast<double>(seen),
                    correct_sum / static_cast<double>(seen),
@@ -384,7 +408,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     }
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not
       backend.synchronize();
-      bar.finish(" - stopped");
+      bar.finish({"stopped"}, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
       check_weights(fmt::format("when stopped in epoch {}", epoch + 1));
       if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step, true});
       break;
@@ -415,18 +439,30 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       e.val_accuracy = v.accuracy;
     }
     e.peak_memory_bytes = backend.peak_memory_bytes();
-    bar.finish(fmt::format("{} - test_loss: {} - test_accuracy: {:.4f} - peak mem {}",
-                           e.has_val ? fmt::format(" - val_loss: {} - val_accuracy: {:.4f}",
-                                                   format_loss(e.val_loss), e.val_accuracy)
-                                     : "",
-                           format_loss(e.test_loss), e.test_accuracy,
-                           format_bytes(e.peak_memory_bytes)));
+    std::vector<std::string> fields;
+    if (e.has_val)
+      fields = {"val_loss " + format_loss(e.val_loss),
+                "val_acc " + format_accuracy(e.val_accuracy)};
+    if (test_data && test_data->size() > 0)
+      fields.insert(fields.end(), {"test_loss " + format_loss(e.test_loss),
+                                   "test_acc " + format_accuracy(e.test_accuracy)});
+    fields.push_back("peak mem " + format_bytes(e.peak_memory_bytes));
+    bar.finish(fields, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
+    run_seconds += seconds_since(start);
+    ++run_epochs;
     if (stopped) break;
+    const RunControl::Decision next =
+        control.after_epoch(e, learning_rate(config.train.optimizer, config.train.schedule,
+                                             config.train.epochs, epoch, batches - 1, batches));
+    for (const std::string& m : next.messages)
+      if (options.progress || next.stop) fmt::print("{}\n", m);
+    const bool early = next.stop && epoch + 1 < config.train.epochs;
     if (options.on_checkpoint)
-      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped});
-    if (result.stopped) break;
+      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped, early});
+    if (early) result.early_stopped = true;
+    if (result.stopped || early) break;
   }
   return result;
 }
@@ -470,15 +506,18 @@ BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerCon
       backend.synchronize();
       ms.push_back(seconds_since(t) * 1e3);
     }
-    return median(ms);
+    return step_spread(ms);
   };
   BenchResult r;
   r.batch_size = batch_size;
   r.warmup = warmup;
   r.steps = steps;
-  r.train_ms =
+  r.train_spread =
       time_steps([&](int i) { step.train(batch_size, kBenchLr, static_cast<uint64_t>(i)); });
-  r.infer_ms = time_steps([&](int) { step.infer(batch_size); });
+  r.infer_spread = time_steps([&](int) { step.infer(batch_size); });
+  // Bench's figure per step stays the middle step's time.
+  r.train_ms = r.train_spread.median;
+  r.infer_ms = r.infer_spread.median;
   r.train_images_per_second = static_cast<double>(batch_size) * 1e3 / r.train_ms;
   r.infer_images_per_second = static_cast<double>(batch_size) * 1e3 / r.infer_ms;
   return r;

@@ -37,18 +37,26 @@ struct TrainPosition {
   int64_t epoch = 0, batch = 0;
   uint64_t step = 0;
   bool stopping = false;  // on_checkpoint: the run stops here (TrainOptions::stop)
+  bool last = false;      // on_checkpoint: early stopping ends the run after this epoch
 };
 
 struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
+  int verbose = 1;                   // with progress: 1 the bar, 2 one line per epoch
   int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
   std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
+  // Every `log_every` steps (0: never), the means over those steps (--log-every).
+  int64_t log_every = 0;
+  std::function<void(const LoggedStep&)> on_log;
   // When set, the first step traces what ran each layer and passes it here (--log-placement).
   std::function<void(const std::vector<LayerProfile>&)> on_placement;
   // Resuming: the run starts at `start`; on_start restores the weights and optimizer state first.
   TrainPosition start;
   std::function<void(TrainStep&)> on_start;
+  // The epochs before the resume (the checkpoint's history): early stopping and the plateau
+  // schedule replay them, to decide as the uninterrupted run would.
+  std::vector<EpochStats> earlier;
   // After each epoch, and where `stop` ended the run mid-epoch: the place to write a checkpoint.
   std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
   // Asked after each step; true: stop there (Ctrl-C).
@@ -69,6 +77,7 @@ struct TrainResult {
   std::vector<EpochStats> epochs;
   std::vector<double> step_losses;  // every step's mini-batch loss, in order
   bool stopped = false;             // TrainOptions::stop ended the run
+  bool early_stopped = false;       // train.early_stopping ended the run before its last epoch
   // The run's first step, which also creates the primitives and searches the convolution
   // algorithms: a one-off cost that the steady throughput leaves out.
   double first_step_seconds = 0;
@@ -132,11 +141,19 @@ EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int wo
 // process trains as it always did), another stream for each other one.
 uint64_t process_seed(uint64_t seed, int rank);
 
+// The spread of a benchmark's timed steps, in ms.
+struct StepSpread {
+  double min = 0, q1 = 0, median = 0, q3 = 0, max = 0;
+};
+// The quartiles (linear between the sorted values) and extremes of `ms`.
+StepSpread step_spread(std::vector<double> ms);
+
 struct BenchResult {
   int64_t batch_size = 0;
   int warmup = 0, steps = 0;
   double train_ms = 0, infer_ms = 0;  // medians per step
   double train_images_per_second = 0, infer_images_per_second = 0;
+  StepSpread train_spread, infer_spread;
 };
 
 // Throughput of training steps (forward, backward, update) and inference on random data, after

@@ -24,6 +24,7 @@ class BatchNorm : public Layer {
   int64_t flops() const override { return 2 * in_.numel(); }
   int64_t min_training_batch() const override { return in_.rank() == 1 ? 2 : 1; }
   std::vector<std::pair<std::string, Tensor>> buffers() override;
+  int64_t buffer_count() const override { return 2 * in_[0]; }  // running mean and variance
 
  private:
   float momentum_, eps_;
