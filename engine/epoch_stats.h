@@ -28,6 +28,9 @@ struct LoggedStep {
   uint64_t step = 0;  // 1-based, over the whole run
   double epoch = 0;   // its place in epochs: 2.5 is half-way through the third
   double loss = 0, accuracy = 0, learning_rate = 0, images_per_second = 0;
+  // The mean global L2 norm of the gradients (before clipping), where the run computes it
+  // (train.clip_grad_norm, on_nan: skip_step); < 0: not computed.
+  double grad_norm = -1;
 };
 
 }  // namespace tandem

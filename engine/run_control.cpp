@@ -94,13 +94,14 @@ StepLog::StepLog(std::string device)
 
 void StepLog::add(int64_t every, const std::function<void(const LoggedStep&)>& on_log, double loss,
                   double correct, int64_t n, double lr, double epoch_position, uint64_t step,
-                  bool skipped) {
+                  bool skipped, double grad_norm) {
   if (!skipped && n > 0) {
     loss_sum_ += loss * static_cast<double>(n);
     correct_ += correct;
     samples_ += n;
   }
   timed_samples_ += n;
+  if (grad_norm >= 0 && std::isfinite(grad_norm)) norm_sum_ += grad_norm, ++norms_;
   if (every <= 0 || step % static_cast<uint64_t>(every) != 0) return;
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - since_).count();
@@ -112,8 +113,9 @@ void StepLog::add(int64_t every, const std::function<void(const LoggedStep&)>& o
   f.accuracy = samples_ ? correct_ / static_cast<double>(samples_) : NAN;
   f.learning_rate = lr;
   f.images_per_second = seconds > 0 ? static_cast<double>(timed_samples_) / seconds : 0;
-  loss_sum_ = correct_ = 0;
-  samples_ = timed_samples_ = 0;
+  f.grad_norm = norms_ ? norm_sum_ / static_cast<double>(norms_) : -1;
+  loss_sum_ = correct_ = norm_sum_ = 0;
+  samples_ = timed_samples_ = norms_ = 0;
   since_ = now;
   if (on_log) on_log(f);
 }

@@ -87,8 +87,8 @@ class StepLog {
   // One step: its loss and correct count over its n samples (skipped: a step left out, which
   // counts for the step number only). Calls on_log after every `every`-th step of the run.
   void add(int64_t every, const std::function<void(const LoggedStep&)>& on_log, double loss,
-           double correct, int64_t n, double lr, double epoch_position, uint64_t step,
-           bool skipped);
+           double correct, int64_t n, double lr, double epoch_position, uint64_t step, bool skipped,
+           double grad_norm = -1);
   // An epoch starts: the images/s of the next logged step leave out the evaluation before it.
   void new_epoch();
 
@@ -96,6 +96,8 @@ class StepLog {
   std::string device_;
   double loss_sum_ = 0, correct_ = 0;
   int64_t samples_ = 0, timed_samples_ = 0;
+  double norm_sum_ = 0;
+  int64_t norms_ = 0;
   std::chrono::steady_clock::time_point since_;
 };
 

@@ -371,7 +371,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (options.log_every > 0)
         log.add(options.log_every, options.on_log, l, correct, step_n, s.lr,
                 static_cast<double>(epoch) + static_cast<double>(s.b + 1) / batches, s.step + 1,
-                f.skipped);
+                f.skipped, gate.check_gradients || gate.max_norm > 0.f ? f.grad_norm : -1);
       if (seen)
         bar.update(s.b + 1, loss_sum / static_cast<double>(seen),
                    correct_sum / static_cast<double>(seen),

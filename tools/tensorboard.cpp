@@ -131,6 +131,7 @@ void TensorBoardWriter::step(const LoggedStep& s) {
   scalar("step/accuracy", at, s.accuracy);
   scalar("step/learning_rate", at, s.learning_rate);
   scalar("step/images_per_second", at, s.images_per_second);
+  if (s.grad_norm >= 0) scalar("step/grad_norm", at, s.grad_norm);
 }
 
 }  // namespace tandem

@@ -22,7 +22,7 @@ class TensorBoardWriter {
   // ... (validation ones where the epoch has them).
   void epoch(const EpochStats& e);
   // A logged step's figures (--log-every): step/loss, step/accuracy, step/learning_rate,
-  // step/images_per_second.
+  // step/images_per_second, and step/grad_norm where the run computes it.
   void step(const LoggedStep& s);
   const std::string& path() const { return path_; }
 

@@ -117,6 +117,53 @@ TEST(Divergence, AdamAtLearningRateTenStopsWithTheNanHintNotAtChance) {
   EXPECT_EQ(r.out.find("test accuracy"), std::string::npos) << r.out;
 }
 
+TEST(ClipGradNormCli, SaysSoAndTheLoggedStepsCarryTheGradientsNorm) {
+  const std::string config = write_temp_file(
+      "clip.yaml", small_model_yaml("clip") +
+                       "train: {epochs: 1, batch_size: 32, clip_grad_norm: 0.5, seed: 1}\n");
+  const std::string metrics = test_temp_dir() + "clip.jsonl";
+  const CliResult r = run_trainer("--config " + config + " --log-every 2 --metrics " + metrics);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("       gradients clipped to a global L2 norm of 0.5\n"), std::string::npos)
+      << r.out;
+  std::ifstream in(metrics);
+  int steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"step\": ") == std::string::npos) continue;
+    ++steps;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex("\"grad_norm\": ([0-9.e+-]+)\\}"))) << line;
+    EXPECT_GT(std::stod(m[1]), 0) << line;
+  }
+  EXPECT_EQ(steps, 4);  // 8 steps, every second logged
+  // Without clipping the norm is not computed, and not logged.
+  const std::string plain = write_temp_file(
+      "noclip.yaml", small_model_yaml("noclip") + "train: {epochs: 1, batch_size: 32}\n");
+  ASSERT_EQ(run_trainer("--config " + plain + " --quiet --log-every 2 --metrics " + metrics).status,
+            0);
+  std::ifstream again(metrics);
+  for (std::string line; std::getline(again, line);)
+    EXPECT_EQ(line.find("grad_norm"), std::string::npos) << line;
+}
+
+// A channels-last input that no layer's shape check trips over: the data's check names it.
+TEST(ChannelsLast, AnMnistModelOfDenseLayersIsToldTheOrder) {
+  const std::string config = write_temp_file("channels_last.yaml", R"(name: cl
+input: {shape: [28, 28, 1]}
+layers:
+  - flatten
+  - dense: {units: 10}
+data: {format: mnist, path: )" + source_path("datasets/mnist-sample") + R"(}
+)");
+  const CliResult r = run_trainer("--config " + config + " --quiet");
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find("samples are [1, 28, 28] but the model's input is [28, 28, 1], which looks "
+                       "channels-last (Keras' [H, W, C]); tandem takes [C, H, W]\nhint: set the "
+                       "model's input to {shape: [1, 28, 28]}"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(ImageFolderOneFolder, HoldsOutAStratifiedTestSplit) {
   // The bundled sample's train/ is itself one folder of class sub-folders.
   const std::string config = write_temp_file("one_folder.yaml", R"(name: one_folder
