@@ -96,4 +96,11 @@ void check_data_folder(const DataConfig& config, const std::string& folder) {
                   sample.empty() ? "" : fmt::format("; the bundled sample is {}", sample)));
 }
 
+std::string channels_last_note(const Shape& samples, const Shape& input) {
+  const Shape& s = samples;
+  if (input.rank() != 3 || s.rank() != 3 || s[0] == s[2] || input != Shape{s[1], s[2], s[0]})
+    return "";
+  return ", which looks channels-last (Keras' [H, W, C]); tandem takes [C, H, W]";
+}
+
 }  // namespace tandem

@@ -25,16 +25,10 @@ std::string at(const DataConfig& config) {
 void check_against_model(const Dataset& d, const DataConfig& config, const Shape& input_shape,
                          int classes) {
   bool flat_ok = input_shape.rank() == 1 && input_shape[0] == d.sample_shape.numel();
-  // [28, 28, 1] for [1, 28, 28] samples: Keras' channels-last habit.
-  const Shape& s = d.sample_shape;
-  const bool channels_last = input_shape.rank() == 3 && s.rank() == 3 && s[0] != s[2] &&
-                             input_shape == Shape{s[1], s[2], s[0]};
   if (d.sample_shape != input_shape && !flat_ok)
     throw DataError("the " + d.name + " samples are " + d.sample_shape.str() +
                         " but the model's input is " + input_shape.str() +
-                        (channels_last ? ", which looks channels-last (Keras' [H, W, C]); tandem "
-                                         "takes [C, H, W]"
-                                       : ""),
+                        channels_last_note(d.sample_shape, input_shape),
                     config.format == "synthetic"
                         ? "set data.shape" + at(config) + " to the model's input, or remove it"
                         : "set the model's input to {shape: " + d.sample_shape.str() +

@@ -129,7 +129,8 @@ const std::string kDataParallel =
 const std::string kSignals =
     R"(Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
 checkpoint folder, or runs/<config name>/), and the command that continues the run (its flags,
---resume CHECKPOINT) printed; a second Ctrl-C exits at once.
+--resume CHECKPOINT) printed; signals within a second of the first count as it (GNU timeout
+sends two); a later one exits at once, after any checkpoint being written is complete.
 )";
 
 const std::string kExitStatus =

@@ -377,6 +377,9 @@ int run_and_report(int argc, char** argv, std::string* untold) {
 class UserLogSink : public spdlog::sinks::base_sink<std::mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    // A data-parallel run's first process tells its warnings (the others' stdout, where they
+    // went before, is silenced: they would repeat them).
+    if (tandem::world().rank() > 0) return;
     spdlog::memory_buf_t text;
     formatter_->format(msg, text);
     tandem::end_progress_line();

@@ -157,9 +157,9 @@ data: {format: mnist, path: )" + source_path("datasets/mnist-sample") + R"(}
 )");
   const CliResult r = run_trainer("--config " + config + " --quiet");
   EXPECT_EQ(r.status, 4) << r.out;
-  EXPECT_NE(r.out.find("samples are [1, 28, 28] but the model's input is [28, 28, 1], which looks "
-                       "channels-last (Keras' [H, W, C]); tandem takes [C, H, W]\nhint: set the "
-                       "model's input to {shape: [1, 28, 28]}"),
+  EXPECT_NE(r.out.find(" are [1, 28, 28] (1 channel, 28x28) but the model's input is [28, 28, 1], "
+                       "which looks channels-last (Keras' [H, W, C]); tandem takes [C, H, W]\n"
+                       "hint: set the model's input to {shape: [1, 28, 28]}"),
             std::string::npos)
       << r.out;
 }
