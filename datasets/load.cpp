@@ -4,9 +4,11 @@
 #include <string>
 
 #include "datasets/cifar10.h"
+#include "datasets/data_path.h"
 #include "datasets/dataset.h"
 #include "datasets/image_folder.h"
 #include "datasets/mnist.h"
+#include "datasets/split.h"
 #include "datasets/synthetic.h"
 #include "engine/error.h"
 #include "engine/progress.h"
@@ -25,7 +27,8 @@ void check_against_model(const Dataset& d, const DataConfig& config, const Shape
   bool flat_ok = input_shape.rank() == 1 && input_shape[0] == d.sample_shape.numel();
   if (d.sample_shape != input_shape && !flat_ok)
     throw DataError("the " + d.name + " samples are " + d.sample_shape.str() +
-                        " but the model's input is " + input_shape.str(),
+                        " but the model's input is " + input_shape.str() +
+                        channels_last_note(d.sample_shape, input_shape),
                     config.format == "synthetic"
                         ? "set data.shape" + at(config) + " to the model's input, or remove it"
                         : "set the model's input to {shape: " + d.sample_shape.str() +
@@ -63,6 +66,7 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
       s.train = make_synthetic(shape, config.classes, config.train_size, config.seed, true);
     s.test = make_synthetic(shape, config.classes, config.test_size, config.seed, false);
   } else if (config.format == "mnist" || config.format == "cifar10") {
+    check_data_folder(config, train);
     if (train.empty())
       throw DataError("no folder is given for the " + config.format + " data" + at(config),
                       "set data.path to the folder holding the data set's files (or pass --data)");
@@ -83,16 +87,36 @@ DataSplits load_data(const DataConfig& config, const Shape& input_shape, int cla
     if (config.train_path.empty())
       throw DataError("no folder is given for the image_folder data" + at(config),
                       "set data.path to the folder holding train/ and test/ (or pass --data)");
+    check_data_folder(config, config.train_path);
     // Counted first, so that the one pass that decodes (and checks) every image keeps the pixels
     // or not.
     const int64_t files =
         count_image_files(config.train_path) + count_image_files(config.test_path);
     const ImageFolderOptions options{config.resize, config.skip_bad,
                                      fits_cache(files * input_shape.numel(), config.cache_mb)};
-    s.train = load_image_folder(config.train_path, "train", input_shape, classes, options, {},
-                                config.train_from);
-    s.test = load_image_folder(config.test_path, "test", input_shape, classes, options,
-                               s.train.class_names, config.test_from);
+    if (config.test_path.empty()) {
+      // One folder of class sub-folders: the test split is a stratified share of it, drawn from
+      // data.seed (not train.seed: runs of other seeds are tested on the same images).
+      if (config.test_split <= 0)
+        throw DataError(config.train_path +
+                            " holds class sub-folders rather than train/ and "
+                            "test/, and the config holds no test split out of it",
+                        "set data.test_split, e.g. 0.2 for a fifth of each class");
+      s.train = load_image_folder(config.train_path, "images", input_shape, classes, options, {},
+                                  config.train_from);
+      s.test = hold_out(s.train, config.test_split, config.seed, kTestStream, "test");
+    } else {
+      if (config.test_split > 0)
+        throw DataError(fmt::format("data.test_split {:g} holds a test split out of one folder of "
+                                    "class sub-folders, and {} gives the test split as {}",
+                                    config.test_split, config.test_from, config.test_path),
+                        "leave data.test_split out to test on " + config.test_path +
+                            ", or point data.path at one folder of class sub-folders");
+      s.train = load_image_folder(config.train_path, "train", input_shape, classes, options, {},
+                                  config.train_from);
+      s.test = load_image_folder(config.test_path, "test", input_shape, classes, options,
+                                 s.train.class_names, config.test_from);
+    }
   } else {
     throw DataError("unknown data format '" + config.format + "'" + at(config),
                     "use one of: mnist, cifar10, image_folder, synthetic");

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "datasets/data_path.h"
 #include "datasets/file_io.h"
 #include "engine/error.h"
 
@@ -132,7 +133,8 @@ Dataset load_mnist(const std::string& folder, bool train, const Shape& input_sha
   if (input_shape != shape && !flat_ok)
     throw DataError("the MNIST images in '" + images_path + "' are " + shape.str() +
                         " (1 channel, " + std::to_string(rows) + "x" + std::to_string(cols) +
-                        ") but the model's input is " + input_shape.str(),
+                        ") but the model's input is " + input_shape.str() +
+                        channels_last_note(shape, input_shape),
                     "set the model's input to {shape: " + shape.str() +
                         "} or use a data set of the model's input size");
 

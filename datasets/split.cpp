@@ -5,16 +5,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "engine/error.h"
+#include "engine/progress.h"
 #include "engine/rng.h"
 
 namespace tandem {
 
 namespace {
-
-// The Philox stream of the validation draw: apart from the per-epoch shuffles (stream = epoch).
-constexpr uint64_t kValStream = 0x5A11D0000000ULL;
 
 // Samples `picks` of `from`, in that order, as a data set of its own.
 Dataset subset(const Dataset& from, const std::vector<int64_t>& picks, std::string name) {
@@ -41,34 +40,75 @@ Dataset subset(const Dataset& from, const std::vector<int64_t>& picks, std::stri
 
 }  // namespace
 
-Dataset hold_out(Dataset& train, double share, uint64_t seed) {
-  if (share <= 0) return subset(train, {}, "no validation share");  // train's shape, no samples
+namespace {
+
+// A number drawn from (seed, stream, i): uniform in [0, 2^32).
+uint32_t draw(uint64_t seed, uint64_t stream, uint64_t i) {
+  return philox4x32_10(static_cast<uint32_t>(i), static_cast<uint32_t>(i >> 32),
+                       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), seed)
+      .v[0];
+}
+
+// The first k places of a seeded permutation of `items` (a partial Fisher-Yates), in place.
+void shuffle_front(std::vector<int64_t>& items, int64_t k, uint64_t seed, uint64_t stream) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  for (int64_t i = 0; i < k && i < n; ++i) {
+    const uint32_t r = draw(seed, stream, static_cast<uint64_t>(i));
+    const int64_t j =
+        i + static_cast<int64_t>((static_cast<uint64_t>(r) * static_cast<uint64_t>(n - i)) >> 32);
+    std::swap(items[static_cast<size_t>(i)], items[static_cast<size_t>(j)]);
+  }
+}
+
+}  // namespace
+
+Dataset hold_out(Dataset& train, double share, uint64_t seed, uint64_t stream,
+                 const std::string& what) {
+  if (share <= 0) return subset(train, {}, "no " + what + " share");  // train's shape, no samples
   const int64_t n = train.size();
   int64_t k = static_cast<int64_t>(std::llround(share * static_cast<double>(n)));
   if (k < 1) k = 1;  // a share, however small, holds out a sample
   if (k >= n)
-    throw DataError(fmt::format("data.val_split {} holds out {} of the {} train samples, leaving "
-                                "none to train on",
-                                share, k, n),
-                    "lower data.val_split, or use a larger train split");
-  // A partial Fisher-Yates from Philox: the first k places of a seeded permutation.
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  for (int64_t i = 0; i < k; ++i) {
-    const uint64_t block = static_cast<uint64_t>(i);
-    const uint32_t r =
-        philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                      static_cast<uint32_t>(kValStream), static_cast<uint32_t>(kValStream >> 32),
-                      seed)
-            .v[0];
-    const int64_t j =
-        i + static_cast<int64_t>((static_cast<uint64_t>(r) * static_cast<uint64_t>(n - i)) >> 32);
-    std::swap(order[i], order[j]);
+    throw DataError(
+        fmt::format("data.{}_split {} holds out {} of the {} train samples, leaving "
+                    "none to train on",
+                    what == "validation" ? "val" : what, share, format_count(k), format_count(n)),
+        "lower data." + std::string(what == "validation" ? "val" : what) +
+            "_split, or use a larger data set");
+  // Stratified by class: each class gives its share, rounded down, and the samples still to
+  // place go to the classes with the largest remainders (ties in a seeded order), so that the
+  // split holds every class in proportion and exactly k samples.
+  std::map<int32_t, std::vector<int64_t>> by_class;
+  for (int64_t i = 0; i < n; ++i) by_class[train.labels[static_cast<size_t>(i)]].push_back(i);
+  std::vector<int64_t> classes;                   // indices into `quota`, for the seeded tie order
+  std::vector<std::pair<int64_t, double>> quota;  // per class: samples taken, remainder
+  int64_t placed = 0;
+  for (const auto& [label, members] : by_class) {
+    const double q =
+        static_cast<double>(members.size()) * static_cast<double>(k) / static_cast<double>(n);
+    const int64_t whole = static_cast<int64_t>(std::floor(q));
+    quota.emplace_back(whole, q - static_cast<double>(whole));
+    classes.push_back(static_cast<int64_t>(classes.size()));
+    placed += whole;
   }
-  std::vector<int64_t> val(order.begin(), order.begin() + k), rest(order.begin() + k, order.end());
+  shuffle_front(classes, static_cast<int64_t>(classes.size()), seed, stream + 1);
+  std::stable_sort(classes.begin(), classes.end(), [&](int64_t a, int64_t b) {
+    return quota[static_cast<size_t>(a)].second > quota[static_cast<size_t>(b)].second;
+  });
+  for (size_t c = 0; placed < k && c < classes.size(); ++c, ++placed)
+    ++quota[static_cast<size_t>(classes[c])].first;
+  std::vector<int64_t> val, rest;
+  size_t c = 0;
+  for (auto& [label, members] : by_class) {
+    const int64_t take = quota[c++].first;
+    // Each class draws from a stream of its own: the classes do not shift each other's draws.
+    shuffle_front(members, take, seed, stream + 2 + static_cast<uint64_t>(label));
+    val.insert(val.end(), members.begin(), members.begin() + take);
+    rest.insert(rest.end(), members.begin() + take, members.end());
+  }
   std::sort(val.begin(), val.end());
   std::sort(rest.begin(), rest.end());
-  Dataset out = subset(train, val, "validation share of " + train.name);
+  Dataset out = subset(train, val, what + " share of " + train.name);
   Dataset kept = subset(train, rest, train.name);
   kept.skipped = train.skipped;
   kept.skipped_examples = std::move(train.skipped_examples);
@@ -130,7 +170,7 @@ std::string apply_normalize_auto(DataConfig& config, const Dataset& train) {
   config.std = stats.std;
   return fmt::format(
       "Normalise: mean {} std {}, computed over {} train images (data.normalize: auto)\n",
-      format_values(config.mean), format_values(config.std), train.size());
+      format_values(config.mean), format_values(config.std), format_count(train.size()));
 }
 
 }  // namespace tandem

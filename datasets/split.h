@@ -9,10 +9,18 @@
 
 namespace tandem {
 
-// data.val_split: moves round(share * size) samples (at least one when share > 0), drawn from
-// the seed, out of `train` into the returned validation set; both keep their samples' order.
-// Throws DataError when no training sample would be left; share 0 leaves `train` as it is.
-Dataset hold_out(Dataset& train, double share, uint64_t seed);
+// The Philox streams of the held-out draws: apart from the per-epoch shuffles (stream = epoch)
+// and from each other (each class draws from a stream after its split's).
+inline constexpr uint64_t kValStream = 0x5A11D0000000ULL;
+inline constexpr uint64_t kTestStream = 0x7E57D0000000ULL;
+
+// data.val_split (and data.test_split, with kTestStream and what "test"): moves round(share *
+// size) samples (at least one when share > 0), drawn from the seed and stratified by class (each
+// class in proportion, the remainders placed in a seeded order), out of `train` into the returned
+// set; both keep their samples' order. Throws DataError when no training sample would be left;
+// share 0 leaves `train` as it is.
+Dataset hold_out(Dataset& train, double share, uint64_t seed, uint64_t stream = kValStream,
+                 const std::string& what = "validation");
 
 // Per-channel mean and (population) standard deviation of pixel/255 over every sample: C of
 // (C,H,W) samples, one channel for any other rank. A constant channel gets std 1 (centred only).

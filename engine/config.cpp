@@ -379,6 +379,8 @@ void ConfigMap::finish() const {
   for (auto it = node_.begin(); it != node_.end(); ++it) {
     const std::string key = it->first.Scalar();
     if (read_.count(key)) continue;
+    if (const KeyHint h = misplaced_key_hint(context_, key, it->second); !h.cause.empty())
+      throw ConfigError(where(key) + ": " + h.cause, h.hint);
     std::string known, guess, hint = "check the spelling; see the config format in README.md";
     for (const auto& k : read_) {
       known += (known.empty() ? "" : ", ") + k;
@@ -539,6 +541,10 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
                             std::string("write it beside the layer type, e.g. '- {") +
                                 spec.type + ": {...}, " + key + ": ...}'");
     std::string ctx = "layer " + std::to_string(spec.index + 1) + " (" + spec.type + ")";
+    if (args && args.IsScalar())  // "- dense: 64"
+      throw ConfigError(file + ":" + mark_str(args.Mark()) + ": " + which + " (" + spec.type +
+                            "): '" + args.Scalar() + "' is not a mapping of the layer's options",
+                        layer_value_hint(spec.type, args));
     // A bare "- relu" has no arguments: anchor its messages at the item itself.
     spec.args = ConfigMap(args && !args.IsNull() ? args : YAML::Node(YAML::NodeType::Null), file, ctx);
     c.layers.push_back(std::move(spec));
@@ -591,6 +597,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
   DataConfig folders;
   folders.format = c.data.format;
   set_data_path(folders, resolve_path(data.get_string("path", ""), file), "data.path in " + file);
+  if (const YAML::Node given = data.node("path"); given && given.IsScalar())
+    c.data.path_given = given.Scalar(), c.data.path_at = file + ":" + mark_str(given.Mark());
   c.data.train_path = resolve_path(data.get_string("train", ""), file);
   c.data.test_path = resolve_path(data.get_string("test", ""), file);
   c.data.train_from = "data.train in " + file;
@@ -600,8 +608,18 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.data.test_path.empty())
     c.data.test_path = folders.test_path, c.data.test_from = folders.test_from;
   // Without a folder here, --data gives one (loading the data says so when it does not).
-  if (c.data.format == "image_folder" && !c.data.train_path.empty() && c.data.test_path.empty())
-    data.fail("", "format image_folder needs data.test (or data.path holding train/ and test/)");
+  c.data.test_split = data.get_double("test_split", 0);
+  if (!(c.data.test_split >= 0 && c.data.test_split < 1))
+    data.fail("test_split", "expected a share in [0, 1) of the image folder, e.g. 0.2");
+  if (data.has("test_split") && c.data.format != "image_folder")
+    data.fail("test_split", "applies to format image_folder only, not " + c.data.format,
+              "this format has a test split of its own");
+  if (c.data.format == "image_folder" && !c.data.train_path.empty() && c.data.test_path.empty() &&
+      c.data.test_split == 0)
+    data.fail("",
+              "format image_folder needs a test split: data.test, data.path holding train/ "
+              "and test/, or data.test_split to hold one out of one folder of classes",
+              "e.g. 'test_split: 0.2' holds out a fifth of each class as the test split");
   for (const char* key : {"resize", "skip_bad"})
     if (data.has(key) && c.data.format != "image_folder")
       data.fail(key, "applies to format image_folder only, not " + c.data.format);
@@ -728,7 +746,9 @@ Config parse(const YAML::Node& root, const std::string& file) {
 
   ConfigMap sched = train.map("schedule");
   ScheduleConfig& s = c.train.schedule;
-  s.type = sched.get_choice("type", "constant", {"constant", "step", "multistep", "cosine"});
+  s.type =
+      sched.get_choice("type", "constant", {"constant", "step", "multistep", "cosine", "plateau"});
+  if (s.type == "plateau") parse_plateau_schedule(sched, c);
   if (s.type == "step") {
     s.step = sched.get_int("step", 1);
     if (s.step < 1) sched.fail("step", "expected at least 1 epoch between decays");
@@ -777,6 +797,7 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (k.best.rfind("val_", 0) == 0 && c.data.val_split == 0)
     ckpt.fail("best", k.best + " needs a validation split: set data.val_split, e.g. 0.1");
   ckpt.finish();
+  parse_training_controls(train, c);
   train.finish();
 
   c.deterministic = top.get_bool("deterministic", false);
@@ -818,6 +839,7 @@ std::string format_in(const fs::path& folder) {
 }  // namespace
 
 void set_data_path(DataConfig& data, const std::string& folder, const std::string& from) {
+  if (from == "--data") data.path_given = folder, data.path_at.clear();
   if (data.format == "synthetic" && !folder.empty()) {
     std::error_code ec;
     if (!fs::is_directory(folder, ec))
@@ -833,6 +855,17 @@ void set_data_path(DataConfig& data, const std::string& folder, const std::strin
                       "IDX files, or train/ and test/ image folders there; or leave " + from +
                           " out to train on the synthetic data");
     data.format = format;
+  }
+  // One folder of class sub-folders, without train/ and test/: the test split is held out of it
+  // (data.test_split).
+  std::error_code ec;
+  if (data.format == "image_folder" && !folder.empty() && fs::is_directory(folder, ec) &&
+      !fs::is_directory(fs::path(folder) / "train", ec) &&
+      !fs::is_directory(fs::path(folder) / "test", ec)) {
+    data.train_path = folder;
+    data.test_path.clear();
+    data.train_from = data.test_from = from;
+    return;
   }
   const bool split = data.format == "image_folder" && !folder.empty();
   data.train_path = split ? (fs::path(folder) / "train").string() : folder;

@@ -100,6 +100,12 @@ struct DataConfig {
   std::string where;                 // "file:line:col" of the data section, for messages
   bool normalize_auto = false;       // normalize: auto: mean and std computed over the train split
   double val_split = 0;              // share of the train split held out for validation
+  // image_folder of one folder of class sub-folders: the share of it held out as the test split
+  // (stratified, drawn from data.seed)
+  double test_split = 0;
+  // data.path as written (or --data's folder), and where: "FILE:LINE:COL" in the config, empty
+  // for --data; for the message that lists the places a missing folder was looked for.
+  std::string path_given, path_at;
 };
 
 struct OptimizerConfig {
@@ -110,12 +116,27 @@ struct OptimizerConfig {
 };
 
 struct ScheduleConfig {
-  std::string type = "constant";  // constant | step | multistep | cosine
+  std::string type = "constant";  // constant | step | multistep | cosine | plateau
   int64_t step = 1;               // step: epochs between decays
   double gamma = 0.1;
   std::vector<int64_t> milestones;  // multistep: epochs
   double min_lr = 0.0;              // cosine
   int64_t warmup_epochs = 0;        // linear warm-up from lr/warmup to lr, any type
+  // plateau: the rate times `factor` after `patience` epochs in which `metric` did not improve
+  // by more than `min_delta` (engine/run_control.h)
+  double factor = 0.1;
+  int64_t patience = 5;
+  std::string metric;  // an epoch metric (engine/epoch_metric.h)
+  double min_delta = 0;
+};
+
+// train.early_stopping: the run ends after `patience` epochs in which `metric` did not improve
+// by more than `min_delta`.
+struct EarlyStoppingConfig {
+  std::string metric;  // an epoch metric; empty: off
+  int64_t patience = 5;
+  double min_delta = 0;
+  bool enabled() const { return !metric.empty(); }
 };
 
 struct CheckpointConfig {
@@ -135,6 +156,8 @@ struct TrainConfig {
   bool drop_last = false;
   CheckpointConfig checkpoint;
   std::string on_nan = "stop";  // stop | skip_step: what a non-finite step does
+  EarlyStoppingConfig early_stopping;
+  double clip_grad_norm = 0;  // the gradients' global L2 norm is scaled down to this; 0: off
 };
 
 struct Config {
@@ -172,6 +195,21 @@ std::string did_you_mean(const std::string& name);
 // the folder holds (CIFAR-10 or MNIST files, train/ and test/ image folders); throws DataError
 // when it holds none of them.
 void set_data_path(DataConfig& data, const std::string& folder, const std::string& from);
+
+// train.early_stopping, train.clip_grad_norm and the plateau schedule's keys
+// (engine/config_controls.cpp); `c` holds the data section already.
+void parse_training_controls(ConfigMap& train, Config& c);
+void parse_plateau_schedule(ConfigMap& schedule, Config& c);
+
+// An unknown key that belongs elsewhere (engine/config_hints.cpp): `seed` at the top level
+// belongs under train:, `activation` in a layer is a layer of its own. Empty: no such hint.
+struct KeyHint {
+  std::string cause, hint;
+};
+KeyHint misplaced_key_hint(const std::string& context, const std::string& key,
+                           const YAML::Node& value);
+// The fix for a layer given a value instead of its options: "dense: 64" -> "dense: {units: 64}".
+std::string layer_value_hint(const std::string& type, const YAML::Node& value);
 
 // Reads and validates a config file; throws ConfigError ("file:line:col: ...") on any problem.
 Config load_config(const std::string& path);

@@ -22,4 +22,15 @@ struct EpochStats {
   int64_t skipped_steps = 0;  // steps not applied for being non-finite (on_nan: skip_step)
 };
 
+// The figures of a logged step (--log-every N): the means over the N steps up to it.
+struct LoggedStep {
+  std::string device;
+  uint64_t step = 0;  // 1-based, over the whole run
+  double epoch = 0;   // its place in epochs: 2.5 is half-way through the third
+  double loss = 0, accuracy = 0, learning_rate = 0, images_per_second = 0;
+  // The mean global L2 norm of the gradients (before clipping), where the run computes it
+  // (train.clip_grad_norm, on_nan: skip_step); < 0: not computed.
+  double grad_norm = -1;
+};
+
 }  // namespace tandem

@@ -32,12 +32,14 @@ std::string layer_label(const LayerSpec& spec) {
 
 Graph::Graph(Config& config) : input_shape_(config.input) {
   const size_t count = config.layers.size();
-  // A layer's name: its `name:`, else type_k for the k-th layer of its type (named ones count).
+  // A layer's name: its `name:`, else type_k for the k-th unnamed layer of its type (so that a
+  // model of named relus and one unnamed has relu_1, not relu_3).
   std::vector<std::string> names;
   std::map<std::string, int> counts;
   for (const LayerSpec& spec : config.layers) {
-    const std::string kth = spec.type + "_" + std::to_string(++counts[spec.type]);
-    names.push_back(spec.name.empty() ? kth : spec.name);
+    names.push_back(spec.name.empty() ? spec.type + "_" + std::to_string(++counts[spec.type])
+                                      : spec.name);
+    named_.push_back(!spec.name.empty());
   }
   std::map<std::string, int> named{{"input", 0}};  // name -> activation
   std::vector<std::string> order{"input"};          // the names, as listed
@@ -61,7 +63,8 @@ Graph::Graph(Config& config) : input_shape_(config.input) {
                   (later ? "a layer listed after it" : "which is no earlier layer's name"),
               later ? "list layers so that each comes after the layers it takes"
                     : "inputs name earlier layers: " + fmt::format("{}", fmt::join(order, ", ")) +
-                          " (a layer is called by its 'name:', else type_k for the k-th of its "
+                          " (a layer is called by its 'name:', else type_k for the k-th unnamed "
+                          "one of its "
                           "type)");
         }
         inputs_[i].push_back(it->second);
@@ -111,6 +114,16 @@ Graph::Graph(Config& config) : input_shape_(config.input) {
     try {
       shapes.push_back(layers_[i]->setup_inputs(in));
     } catch (const ConfigError& e) {
+      // [28, 28, 1], Keras' habit of channels last, fails at some layer as a window larger than
+      // its input: the cause is the input shape, and the fix its other order.
+      const Shape& x = input_shape_;
+      if (x.rank() == 3 && (x[2] == 1 || x[2] == 3 || x[2] == 4) && x[0] > 4 && x[1] > 4)
+        throw ConfigError(
+            fmt::format("{}: input: {{shape: {}}} looks channels-last (Keras' [H, W, C]); tandem "
+                        "takes [C, H, W], so the model reads {} channels of {}x{}, and {} "
+                        "fails: {}",
+                        config.file, x.str(), x[0], x[1], x[2], layer_label(spec), e.cause()),
+            fmt::format("write 'input: {{shape: [{}, {}, {}]}}'", x[2], x[0], x[1]));
       throw ConfigError(spec.where + ": " + layer_label(spec) +
                             (in.size() > 1 ? ", inputs " : ", input ") + shapes_str(in) + ": " +
                             e.cause(),
@@ -329,7 +342,7 @@ std::vector<SummaryRow> Graph::summary() const {
     if (branches_)
       for (int a : inputs_[i]) inputs.push_back(a == 0 ? "input" : layers_[static_cast<size_t>(a) - 1]->name());
     rows.push_back({layer.index() + 1, layer.name(), layer.type(), layer.output_shape(), params,
-                    layer.flops(), std::move(inputs)});
+                    layer.flops(), std::move(inputs), layer.buffer_count(), named_[i]});
   }
   return rows;
 }

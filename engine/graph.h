@@ -23,6 +23,8 @@ struct SummaryRow {
   int64_t params;
   int64_t flops;       // forward, per sample
   std::vector<std::string> inputs;  // names of the layers it takes, for branching models only
+  int64_t buffers = 0;              // values not trained (batch normalization's running statistics)
+  bool named = false;               // the config gave its name (else it is type_k)
 };
 
 class Graph {
@@ -106,6 +108,7 @@ class Graph {
   // has no other taker), so its backward is nothing.
   std::vector<bool> shares_grad_;
   bool branches_ = false;
+  std::vector<bool> named_;  // by layer: the config gave its name
   // Gradients for an activation that already holds another taker's gradient are written here
   // and then added: one buffer per input slot of the widest layer.
   std::vector<Tensor> scratch_;

@@ -90,6 +90,8 @@ class Layer {
   // ("batchnorm_1.running_mean"): allocated and set by allocate(), saved and restored with the
   // params by checkpoints. They share storage with the layer's own.
   virtual std::vector<std::pair<std::string, Tensor>> buffers() { return {}; }
+  // The values of those tensors, known after setup() (the model summary's non-trainable count).
+  virtual int64_t buffer_count() const { return 0; }
   // The default initialisation of weights, given the type of the layer that takes this one's
   // output (the next one, in a sequential model; "" for the last).
   virtual void choose_init(const std::string& /*next_type*/) {}

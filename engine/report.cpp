@@ -135,6 +135,34 @@ void MetricsWriter::write(const EpochStats& e) {
     throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
 }
 
+void MetricsWriter::write_step(const LoggedStep& f) {
+  if (!out_.is_open()) open();
+  std::ofstream& out = csv_ ? steps_out_ : out_;
+  if (csv_ && !steps_out_.is_open()) {
+    const std::string path = path_.substr(0, path_.size() - 4) + ".steps.csv";
+    steps_out_.open(path);
+    if (!steps_out_)
+      throw UsageError("cannot write the metrics file '" + path + "'",
+                       "check that its folder is writable");
+    steps_out_ << "device,step,epoch,loss,accuracy,learning_rate,images_per_second,grad_norm\n";
+  }
+  if (csv_)
+    out << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.1f},{}\n", f.device, f.step, f.epoch,
+                       f.loss, f.accuracy, f.learning_rate, f.images_per_second,
+                       f.grad_norm >= 0 ? fmt::format("{:.6g}", f.grad_norm) : "");
+  else
+    out << fmt::format(
+        "{{\"device\": {}, \"step\": {}, \"epoch\": {:.6g}, \"loss\": {:.6g}, \"accuracy\": "
+        "{:.6g}, "
+        "\"learning_rate\": {:.6g}, \"images_per_second\": {:.1f}{}}}\n",
+        json_string(f.device), f.step, f.epoch, f.loss, f.accuracy, f.learning_rate,
+        f.images_per_second,
+        f.grad_norm >= 0 ? fmt::format(", \"grad_norm\": {:.6g}", f.grad_norm) : "");
+  out.flush();
+  if (!out)
+    throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
+}
+
 void MetricsWriter::line(const EpochStats& e) {
   if (csv_) {
     out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,

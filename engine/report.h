@@ -35,11 +35,14 @@ class MetricsWriter {
   // and the new epochs follow them.
   void continue_after(std::vector<EpochStats> earlier) { earlier_ = std::move(earlier); }
   void write(const EpochStats& e);
+  // A logged step (--log-every): a JSON line with "step" among the epochs' lines, or for CSV a
+  // line of FILE.steps.csv beside it (another set of columns).
+  void write_step(const LoggedStep& s);
 
  private:
   void open();  // at the first epoch: the header, and the earlier epochs of a resumed run
   void line(const EpochStats& e);
-  std::ofstream out_;
+  std::ofstream out_, steps_out_;
   bool csv_, val_;
   std::string path_;
   std::vector<EpochStats> earlier_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +13,7 @@
 #include "engine/numerics.h"
 #include "engine/progress.h"
 #include "engine/rng.h"
+#include "engine/run_control.h"
 
 namespace tandem {
 namespace {
@@ -105,6 +107,18 @@ std::string run_diagnosis(Communicator& comm, const std::string& mine, bool own_
   return root == 0 ? text : fmt::format("{} (in process {}'s batch)", text, root);
 }
 
+// A training step queued on the device, its figures not read yet; a data-parallel step's summed
+// figures, read before its update.
+struct StepInFlight {
+  int64_t n = 0, b = 0;  // this process's samples, the batch in the epoch
+  uint64_t step = 0;
+  double lr = 0;
+  Clock::time_point start;
+  bool summed = false;  // a data-parallel step: the run's loss, correct count and samples below
+  double loss = 0, correct = 0, own_loss = 0;
+  int64_t step_n = 0;
+};
+
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
   return [&backend](size_t bytes) { return backend.allocate_host(bytes); };
 }
@@ -120,12 +134,19 @@ TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const Optimizer
       seed_(seed),
       labels_(backend, Shape{graph.max_batch()}, DType::kI32),
       dlogits_(backend, Shape{graph.max_batch(), graph.classes()}),
-      metrics_(backend, Shape{2}),
-      loss_value_(metrics_.rows(0, 1)),
-      correct_(metrics_.rows(1, 1)),
+      figures_(backend, Shape{2 + kGateSize}),
+      metrics_(figures_.rows(0, 2)),
+      loss_value_(figures_.rows(0, 1)),
+      correct_(figures_.rows(1, 1)),
+      gate_(figures_.rows(2, kGateSize)),
+      figures_host_(backend.allocate_host(figures_.bytes())),
       next_input_(backend, graph.input().shape()),
       next_labels_(backend, Shape{graph.max_batch()}, DType::kI32) {
   loss_.allocate(backend, graph.max_batch(), graph.classes());
+  backend_.fill(gate_, 0.f);  // applies, no gradient norm yet
+  Tensor factor = gate_.rows(kGateFactor, 1), scale = gate_.rows(kGateLossScale, 1);
+  backend_.fill(factor, 1.f);
+  backend_.fill(scale, 1.f);
 }
 
 void TrainStep::upload(int64_t n, const float* images, const int32_t* labels) {
@@ -180,6 +201,25 @@ void TrainStep::read(double* loss, double* correct) {
   *correct = values[1];
 }
 
+void TrainStep::update_gated(double lr, const GateParams& gate) {
+  const bool norm = gate.check_gradients || gate.max_norm > 0.f;
+  Tensor grad_norm = gate_.rows(kGateGradNorm, 1);
+  if (norm) backend_.gradient_norm(grad_norm, graph_.packed_grads());
+  backend_.update_gate(gate_, loss_value_, norm ? &grad_norm : nullptr, gate);
+  optimizer_.step(lr, &gate_);
+  backend_.download_later(figures_host_.get(), figures_);
+}
+
+StepFigures TrainStep::read_step() {
+  backend_.wait_downloads();
+  const float* f = static_cast<const float*>(figures_host_.get());
+  StepFigures s{f[0], f[1], f[2 + kGateSkip] != 0.f, f[2 + kGateGradNorm]};
+  if (!s.skipped) optimizer_.applied();
+  return s;
+}
+
+void TrainStep::set_loss(double loss) { backend_.fill(loss_value_, static_cast<float>(loss)); }
+
 EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers,
                    Communicator* comm) {
   EvalStats s;
@@ -226,8 +266,18 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                    host_allocator(backend));
   const int64_t batches = share.batches_per_epoch();
   uint64_t global_step = options.start.step;
-  // on_nan: skip_step also checks every gradient (a pass over them each step).
+  // on_nan: skip_step also has the gate check every gradient (a pass over them each step).
   const bool skip_bad = config.train.on_nan == "skip_step";
+  GateParams gate;
+  gate.check_gradients = skip_bad;
+  // train.clip_grad_norm: the gate scales the gradients to this global L2 norm where above it.
+  gate.max_norm = static_cast<float>(config.train.clip_grad_norm);
+  // A step's figures are read once the next step's forward and backward are queued, so that the
+  // device computes while the host reads them. Not where they must be known first: a
+  // data-parallel step sums them over the processes before its update, and with on_nan:
+  // skip_step a model with running statistics would have them moved by the next step's forward
+  // before a skipped step's diagnosis reruns it.
+  const bool overlap = !parallel && !(skip_bad && !graph.buffers().empty());
   int64_t skipped_in_a_row = 0;
   auto out_of_steps = [&](uint64_t steps) {
     return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
@@ -237,13 +287,23 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
   TensorSums sums(comm, backend);  // collective; nothing to do for one process
   if (parallel && options.progress) fmt::print("Sums   gradients summed by {}\n", sums.path());
   if (parallel) sums.broadcast(training_state(step));
+  StepLog log(options.device_label);
+  RunControl control(config.train);
+  control.replay(options.earlier);
+  DivergenceWatch divergence(graph.classes());
+  double run_seconds = 0;  // wall time of this run's finished epochs, evaluation included
+  int64_t run_epochs = 0;
 
   for (int64_t epoch = options.start.epoch; epoch < config.train.epochs; ++epoch) {
-    if (options.progress) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
+    const int verbose = options.progress ? options.verbose : 0;
+    if (verbose == 1) fmt::print("Epoch {}/{}\n", epoch + 1, config.train.epochs);
     backend.reset_peak_memory();
     const int64_t first = epoch == options.start.epoch ? options.start.batch : 0;
     queue.start_epoch(epoch, first);
-    ProgressBar bar(batches, options.progress);
+    log.new_epoch();
+    ProgressBar bar(batches, verbose,
+                    {epoch, config.train.epochs,
+                     run_epochs ? run_seconds / static_cast<double>(run_epochs) : 0});
     auto start = Clock::now();
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0;
@@ -252,6 +312,72 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     bool computed = false;  // this process ran a step of this epoch (moved its statistics)
     int64_t ahead_n = 0;
     int64_t b = first;
+    std::optional<StepInFlight> in_flight;  // queued, its figures not read yet
+
+    // Reads step s's figures and accounts for it. `later` is the step queued after it, whose
+    // forward and backward have run: a skipped step's diagnosis reruns s in its place (its batch
+    // is still in the second set of buffers), then `later` again.
+    auto finish = [&](const StepInFlight& s, const StepInFlight* later) {
+      const StepFigures f = step.read_step();
+      const double l = s.summed ? s.loss : f.loss;
+      const double correct = s.summed ? s.correct : f.correct;
+      const int64_t step_n = s.summed ? s.step_n : s.n;  // the step's samples over every process
+      if (s.step == options.start.step) {
+        result.first_step_seconds = seconds_since(s.start);
+        result.first_step_samples = step_n;
+      }
+      if (f.skipped) {
+        std::string where = "this process had no samples in the step";
+        if (s.n) {
+          if (later) step.take_next();
+          where = locate_nonfinite(step, s.n, s.step);
+          if (later) step.take_next();
+        }
+        if (parallel) where = run_diagnosis(comm, where, s.n > 0 && !std::isfinite(s.own_loss));
+        if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
+          throw nonfinite_error(
+              config.train.optimizer, s.lr,
+              fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
+                          std::isfinite(l) ? "a gradient became non-finite"
+                                           : "the training loss became " + loss_text(l),
+                          s.step + 1, epoch + 1, s.b + 1, batches,
+                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: "
+                                                 "skip_step)",
+                                                 kMaxSkippedInARow)
+                                   : "",
+                          where));
+        if (++result.skipped_steps <= kSkippedStepsReported)
+          spdlog::warn("skipped step {}: loss {}{} ({})", s.step + 1, loss_text(l),
+                       std::isfinite(l) ? ", a gradient non-finite" : "", where);
+        ++epoch_skipped;
+        if (later) step.compute(later->n, later->step);
+      } else if (divergence.diverged(l)) {
+        // Its update has applied (the gate holds back non-finite steps only); the checkpoint
+        // the error names is the last one written before it.
+        throw nonfinite_error(
+            config.train.optimizer, s.lr,
+            fmt::format("the training loss diverged: {} at step {} (epoch {}, batch {} of {}), "
+                        "more than {} times its first value {}; the run stops here rather than "
+                        "train on to a result no better than chance",
+                        loss_text(l), s.step + 1, epoch + 1, s.b + 1, batches,
+                        format_count(kDivergenceFactor), loss_text(divergence.reference())));
+      } else {
+        skipped_in_a_row = 0;
+        result.step_losses.push_back(l);
+        loss_sum += l * static_cast<double>(step_n);
+        correct_sum += correct;
+        seen += step_n;
+      }
+      if (options.log_every > 0)
+        log.add(options.log_every, options.on_log, l, correct, step_n, s.lr,
+                static_cast<double>(epoch) + static_cast<double>(s.b + 1) / batches, s.step + 1,
+                f.skipped, gate.check_gradients || gate.max_norm > 0.f ? f.grad_norm : -1);
+      if (seen)
+        bar.update(s.b + 1, loss_sum / static_cast<double>(seen),
+                   correct_sum / static_cast<double>(seen),
+                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+    };
+
     for (; b < batches; ++b) {
       if (out_of_steps(global_step)) {
         stopped = true;
@@ -268,9 +394,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         // Asking the queue for the next batch gives this one's host buffer back.
         backend.synchronize();
       }
-      lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
-                         b, batches);
-      const auto step_start = Clock::now();
+      lr = control.lr_scale() * learning_rate(config.train.optimizer, config.train.schedule,
+                                              config.train.epochs, epoch, b, batches);
+      StepInFlight now{n, b, global_step, lr, Clock::now()};
       computed = computed || n > 0;
       if (n == 0) {
         // No samples here this step: the gradient sum gets zeros from this process.
@@ -285,70 +411,47 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       } else {
         step.compute(n, global_step);
       }
-      // The next batch's upload runs beside this step; reading the loss waits for both.
+      bool stop_now = false;
+      if (parallel) {
+        double l = 0, correct = 0;
+        if (n) step.read(&l, &correct);
+        now.own_loss = l;
+        // One sum of the step's figures: the loss is the mean over every process's samples (a
+        // NaN anywhere makes it NaN everywhere), and a stop asked of any process stops them all.
+        double figures[4] = {n ? l * static_cast<double>(n) : 0.0, correct, static_cast<double>(n),
+                             options.stop && options.stop() ? 1.0 : 0.0};
+        comm.sum(figures, 4);
+        now.summed = true;
+        now.step_n = static_cast<int64_t>(figures[2]);
+        now.loss = figures[0] / figures[2];
+        now.correct = figures[1];
+        stop_now = figures[3] > 0;
+        if (std::isfinite(now.loss))
+          sums.sum({&graph.packed_grads()}, static_cast<double>(n) / figures[2]);
+        step.set_loss(now.loss);  // the gate of every process decides on the run's loss
+      }
+      if (in_flight) {
+        finish(*in_flight, &now);
+        in_flight.reset();
+      }
+      // The next batch's upload runs beside this step (after the diagnosis above, which may need
+      // the last batch's buffers).
       if (b + 1 < batches && !out_of_steps(global_step + 1)) {
         const BatchQueue::Batch next = queue.next();
         step.upload_next(next.n, next.images, next.labels);
         ahead = true;
         ahead_n = next.n;
       }
-      // The loss is read before the update, so a step that is not finite changes no weight. The
-      // batch stays in the graph's input buffer until take_next(), for the diagnosis.
-      double l = 0, correct = 0;
-      if (n) step.read(&l, &correct);
-      const double own_loss = l;
-      int64_t step_n = n;  // the step's samples over every process
-      bool stop_now = options.stop && options.stop();
-      if (parallel) {
-        // One sum of the step's figures: the loss is the mean over every process's samples (a
-        // NaN anywhere makes it NaN everywhere), and a stop asked of any process stops them all.
-        double figures[4] = {n ? l * static_cast<double>(n) : 0.0, correct, static_cast<double>(n),
-                             stop_now ? 1.0 : 0.0};
-        comm.sum(figures, 4);
-        step_n = static_cast<int64_t>(figures[2]);
-        l = figures[0] / figures[2];
-        correct = figures[1];
-        stop_now = figures[3] > 0;
-        if (std::isfinite(l))
-          sums.sum({&graph.packed_grads()}, static_cast<double>(n) / figures[2]);
-      }
-      if (global_step == options.start.step) {
-        result.first_step_seconds = seconds_since(step_start);
-        result.first_step_samples = step_n;
-      }
-      if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
-        std::string where =
-            n ? locate_nonfinite(step, n, global_step) : "this process had no samples in the step";
-        if (parallel) where = run_diagnosis(comm, where, n > 0 && !std::isfinite(own_loss));
-        if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
-          throw nonfinite_error(
-              config.train.optimizer, lr,
-              fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
-                          std::isfinite(l) ? "a gradient became non-finite"
-                                           : "the training loss became " + loss_text(l),
-                          global_step + 1, epoch + 1, b + 1, batches,
-                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: "
-                                                 "skip_step)",
-                                                 kMaxSkippedInARow)
-                                   : "",
-                          where));
-        if (++result.skipped_steps <= kSkippedStepsReported)
-          spdlog::warn("skipped step {}: loss {}{} ({})", global_step + 1, loss_text(l),
-                       std::isfinite(l) ? ", a gradient non-finite" : "", where);
-        ++epoch_skipped;
-      } else {
-        step.update(lr);
-        skipped_in_a_row = 0;
-        result.step_losses.push_back(l);
-        loss_sum += l * static_cast<double>(step_n);
-        correct_sum += correct;
-        seen += step_n;
-      }
+      // The device skips the update of a step that is not finite, so it changes no weight.
+      step.update_gated(lr, gate);
       ++global_step;
-      if (seen)
-        bar.update(b + 1, loss_sum / static_cast<double>(seen),
-                   correct_sum / static_cast<double>(seen),
-                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+      if (!parallel) stop_now = options.stop && options.stop();
+      // Read at once where the host must know before going on: at the epoch's end, at a stop,
+      // and the run's first step (its time is reported apart).
+      if (!overlap || stop_now || !ahead || now.step == options.start.step)
+        finish(now, nullptr);
+      else
+        in_flight = now;
       if (stop_now) {
         result.stopped = true;
         ++b;  // this batch is done
@@ -384,7 +487,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     }
     if (result.stopped && b < batches) {  // the current step is done; the epoch is not
       backend.synchronize();
-      bar.finish(" - stopped");
+      bar.finish({"stopped"}, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
       check_weights(fmt::format("when stopped in epoch {}", epoch + 1));
       if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step, true});
       break;
@@ -415,18 +518,30 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       e.val_accuracy = v.accuracy;
     }
     e.peak_memory_bytes = backend.peak_memory_bytes();
-    bar.finish(fmt::format("{} - test_loss: {} - test_accuracy: {:.4f} - peak mem {}",
-                           e.has_val ? fmt::format(" - val_loss: {} - val_accuracy: {:.4f}",
-                                                   format_loss(e.val_loss), e.val_accuracy)
-                                     : "",
-                           format_loss(e.test_loss), e.test_accuracy,
-                           format_bytes(e.peak_memory_bytes)));
+    std::vector<std::string> fields;
+    if (e.has_val)
+      fields = {"val_loss " + format_loss(e.val_loss),
+                "val_acc " + format_accuracy(e.val_accuracy)};
+    if (test_data && test_data->size() > 0)
+      fields.insert(fields.end(), {"test_loss " + format_loss(e.test_loss),
+                                   "test_acc " + format_accuracy(e.test_accuracy)});
+    fields.push_back("peak mem " + format_bytes(e.peak_memory_bytes));
+    bar.finish(fields, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
+    run_seconds += seconds_since(start);
+    ++run_epochs;
     if (stopped) break;
+    const RunControl::Decision next =
+        control.after_epoch(e, learning_rate(config.train.optimizer, config.train.schedule,
+                                             config.train.epochs, epoch, batches - 1, batches));
+    for (const std::string& m : next.messages)
+      if (options.progress || next.stop) fmt::print("{}\n", m);
+    const bool early = next.stop && epoch + 1 < config.train.epochs;
     if (options.on_checkpoint)
-      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped});
-    if (result.stopped) break;
+      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped, early});
+    if (early) result.early_stopped = true;
+    if (result.stopped || early) break;
   }
   return result;
 }
@@ -470,15 +585,18 @@ BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerCon
       backend.synchronize();
       ms.push_back(seconds_since(t) * 1e3);
     }
-    return median(ms);
+    return step_spread(ms);
   };
   BenchResult r;
   r.batch_size = batch_size;
   r.warmup = warmup;
   r.steps = steps;
-  r.train_ms =
+  r.train_spread =
       time_steps([&](int i) { step.train(batch_size, kBenchLr, static_cast<uint64_t>(i)); });
-  r.infer_ms = time_steps([&](int) { step.infer(batch_size); });
+  r.infer_spread = time_steps([&](int) { step.infer(batch_size); });
+  // Bench's figure per step stays the middle step's time.
+  r.train_ms = r.train_spread.median;
+  r.infer_ms = r.infer_spread.median;
   r.train_images_per_second = static_cast<double>(batch_size) * 1e3 / r.train_ms;
   r.infer_images_per_second = static_cast<double>(batch_size) * 1e3 / r.infer_ms;
   return r;

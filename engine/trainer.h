@@ -37,18 +37,26 @@ struct TrainPosition {
   int64_t epoch = 0, batch = 0;
   uint64_t step = 0;
   bool stopping = false;  // on_checkpoint: the run stops here (TrainOptions::stop)
+  bool last = false;      // on_checkpoint: early stopping ends the run after this epoch
 };
 
 struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
+  int verbose = 1;                   // with progress: 1 the bar, 2 one line per epoch
   int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
   std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
+  // Every `log_every` steps (0: never), the means over those steps (--log-every).
+  int64_t log_every = 0;
+  std::function<void(const LoggedStep&)> on_log;
   // When set, the first step traces what ran each layer and passes it here (--log-placement).
   std::function<void(const std::vector<LayerProfile>&)> on_placement;
   // Resuming: the run starts at `start`; on_start restores the weights and optimizer state first.
   TrainPosition start;
   std::function<void(TrainStep&)> on_start;
+  // The epochs before the resume (the checkpoint's history): early stopping and the plateau
+  // schedule replay them, to decide as the uninterrupted run would.
+  std::vector<EpochStats> earlier;
   // After each epoch, and where `stop` ended the run mid-epoch: the place to write a checkpoint.
   std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
   // Asked after each step; true: stop there (Ctrl-C).
@@ -69,11 +77,19 @@ struct TrainResult {
   std::vector<EpochStats> epochs;
   std::vector<double> step_losses;  // every step's mini-batch loss, in order
   bool stopped = false;             // TrainOptions::stop ended the run
+  bool early_stopped = false;       // train.early_stopping ended the run before its last epoch
   // The run's first step, which also creates the primitives and searches the convolution
   // algorithms: a one-off cost that the steady throughput leaves out.
   double first_step_seconds = 0;
   int64_t first_step_samples = 0;
   int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
+};
+
+// What a step's gated update left for the host (TrainStep::read_step).
+struct StepFigures {
+  double loss = 0, correct = 0;  // this process's, or set_loss's
+  bool skipped = false;          // the gate kept the update from applying
+  double grad_norm = 0;          // the gradients' global L2 norm, where the gate computed it
 };
 
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
@@ -104,6 +120,16 @@ class TrainStep {
   void infer(int64_t n);
   // Downloads the last step's loss and number of correct predictions.
   void read(double* loss, double* correct);
+  // The optimizer's update behind backend.h's update gate, with no wait: queues the gradients'
+  // norm where `gate` needs it, the gate from the step's loss, the gated update, and the copy of
+  // the step's figures to the host. Each is followed by read_step() before the next.
+  void update_gated(double lr, const GateParams& gate);
+  // Waits for the last update_gated()'s figures; an update that applied is counted by the
+  // optimizer (Adam's bias correction).
+  StepFigures read_step();
+  // Makes the last step's loss on the device `loss` (a data-parallel run's), before update_gated.
+  void set_loss(double loss);
+  Tensor& gate() { return gate_; }  // kGateSize, kept from step to step
 
  private:
   Graph& graph_;
@@ -112,8 +138,11 @@ class TrainStep {
   Optimizer optimizer_;
   uint64_t seed_;
   Tensor labels_, dlogits_;
+  Tensor figures_;  // (2 + kGateSize): loss, correct count and the update gate, one download
   Tensor metrics_;               // (2): the loss and the correct count, read with one download
   Tensor loss_value_, correct_;  // its two entries
+  Tensor gate_;
+  std::shared_ptr<void> figures_host_;  // allocate_host memory for read_step
   Tensor next_input_, next_labels_;  // upload_next's buffers
 };
 
@@ -132,11 +161,19 @@ EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int wo
 // process trains as it always did), another stream for each other one.
 uint64_t process_seed(uint64_t seed, int rank);
 
+// The spread of a benchmark's timed steps, in ms.
+struct StepSpread {
+  double min = 0, q1 = 0, median = 0, q3 = 0, max = 0;
+};
+// The quartiles (linear between the sorted values) and extremes of `ms`.
+StepSpread step_spread(std::vector<double> ms);
+
 struct BenchResult {
   int64_t batch_size = 0;
   int warmup = 0, steps = 0;
   double train_ms = 0, infer_ms = 0;  // medians per step
   double train_images_per_second = 0, infer_images_per_second = 0;
+  StepSpread train_spread, infer_spread;
 };
 
 // Throughput of training steps (forward, backward, update) and inference on random data, after

@@ -25,6 +25,7 @@ class BatchNorm : public Layer {
   int64_t min_training_batch() const override { return in_.rank() == 1 ? 2 : 1; }
   std::vector<std::pair<std::string, Tensor>> buffers() override;
   float eps() const { return eps_; }
+  int64_t buffer_count() const override { return 2 * in_[0]; }  // running mean and variance
 
  private:
   float momentum_, eps_;

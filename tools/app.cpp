@@ -12,6 +12,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <thread>
@@ -26,9 +27,12 @@
 #include "engine/progress.h"
 #include "engine/report.h"
 #include "engine/trainer.h"
+#include "engine/user_message.h"
 #include "tools/checkpoints.h"
 #include "tools/plot.h"
 #include "tools/stop_signal.h"
+#include "tools/tensorboard.h"
+#include "tools/training_plot.h"
 
 namespace tandem {
 
@@ -177,13 +181,25 @@ std::string si(double v) {
 std::string model_table(const Graph& g) {
   std::vector<Row> rows;
   for (const SummaryRow& r : g.summary()) {
-    rows.push_back({std::to_string(r.index), r.name, r.output.str(), format_count(r.params), si(r.flops)});
+    rows.push_back({std::to_string(r.index), r.named ? r.name + " (" + r.type + ")" : r.name,
+                    r.output.str(), format_count(r.params), si(r.flops)});
     if (g.branches()) rows.back().push_back(fmt::format("{}", fmt::join(r.inputs, ", ")));
   }
   rows.push_back({"", "total", "", format_count(g.parameter_count()), si(g.forward_flops())});
   if (!g.branches()) return format_table({"#", "layer", "output", "params", "FLOPs/sample"}, rows);
   rows.back().push_back("");
   return format_table({"#", "layer", "output", "params", "FLOPs/sample", "inputs"}, rows);
+}
+
+// "Params 431,080 trainable, 0 non-trainable; 1.64 MiB (fp32)", under the model table.
+std::string parameter_line(const Graph& g) {
+  int64_t trainable = 0, fixed = 0;
+  for (const SummaryRow& r : g.summary()) trainable += r.params, fixed += r.buffers;
+  const double mib = static_cast<double>(trainable + fixed) * sizeof(float) / (1 << 20);
+  return fmt::format("Params {} trainable, {} non-trainable{}; {:.{}f} MiB (fp32)\n",
+                     format_count(trainable), format_count(fixed),
+                     fixed ? " (batch normalization's running statistics)" : "", mib,
+                     mib < 0.1 ? 4 : 2);
 }
 
 std::string optimizer_text(const OptimizerConfig& o) {
@@ -202,8 +218,25 @@ std::string schedule_text(const ScheduleConfig& s) {
     t += ")";
   }
   if (s.type == "cosine") t += fmt::format(" (to {:g})", s.min_lr);
+  if (s.type == "plateau")
+    t += fmt::format(" (x{:g} after {} epoch{} without {} improving)", s.factor, s.patience,
+                     s.patience == 1 ? "" : "s", s.metric);
   if (s.warmup_epochs) t += fmt::format(", {} warm-up epochs", s.warmup_epochs);
   return t;
+}
+
+// The run's early stopping and gradient clipping, a line each under the Run line.
+std::string controls_text(const TrainConfig& t) {
+  std::string out;
+  if (t.early_stopping.enabled())
+    out += fmt::format(
+        "       early stopping: after {} epoch{} without {} improving by more "
+        "than {:g}\n",
+        t.early_stopping.patience, t.early_stopping.patience == 1 ? "" : "s",
+        t.early_stopping.metric, t.early_stopping.min_delta);
+  if (t.clip_grad_norm > 0)
+    out += fmt::format("       gradients clipped to a global L2 norm of {:g}\n", t.clip_grad_norm);
+  return out;
 }
 
 }  // namespace
@@ -233,7 +266,8 @@ std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
 
 // The cause of a failure on one device of a list, with its hint, for the table's notes.
 std::string reason_of(const Error& e) {
-  return e.hint().empty() ? e.cause() : e.cause() + "; " + e.hint();
+  const std::string cause = user_message(e.cause());
+  return e.hint().empty() ? cause : cause + "; " + e.hint();
 }
 
 // A device list's GPUs start before any device runs, so that one that cannot run here is told at
@@ -257,7 +291,8 @@ std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
       std::fflush(stdout);
       fmt::print(stderr,
                  "error: {} cannot run: {}\n{}the other devices run; its row says not run\n",
-                 devices[k].label, e.cause(), e.hint().empty() ? "" : "hint: " + e.hint() + "\n");
+                 devices[k].label, user_message(e.cause()),
+                 e.hint().empty() ? "" : "hint: " + e.hint() + "\n");
     }
   }
   return out;
@@ -287,6 +322,7 @@ struct DeviceRun {
   std::string reason;  // why it did not run to the end; empty: it did
   std::vector<EpochStats> earlier;  // a resumed run's epochs before the resume (the plot's)
   TrainResult result;
+  std::vector<LoggedStep> steps = {};  // --log-every's logged steps (the plot's)
   bool ran() const { return reason.empty(); }
 };
 
@@ -358,8 +394,8 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
                           last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
     rows.back().insert(rows.back().end(), {format_bytes(peak_memory(r.result)), speedup, parity});
   }
-  Row header{"device",    "epochs",    "s/epoch",   "images/s", "train loss",
-             "train acc", "test loss", "test acc"};
+  Row header{"device",     "epochs",    "train s/epoch", "images/s",
+             "train loss", "train acc", "test loss",     "test acc"};
   if (val) header.insert(header.end(), {"val loss", "val acc"});
   header.insert(header.end(), {"peak mem", "speedup", "parity"});
   fmt::print("\nSide by side (speedup and parity against {}):\n{}",
@@ -376,37 +412,29 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
   for (const std::string& n : notes) fmt::print("  {}\n", n);
 }
 
-void plot_training(const std::string& path, const std::vector<DeviceRun>& runs) {
-  PlotPanel loss{"Loss per epoch", "epoch", "loss", {}, false};
-  PlotPanel acc{"Accuracy per epoch", "epoch", "accuracy (%)", {}, false};
-  PlotPanel speed{"Training throughput per epoch", "epoch", "images/s", {}, false, true};
-  int color = 0;
-  for (const DeviceRun& r : runs) {
-    if (r.result.epochs.empty()) {  // its legend entry says so
-      PlotSeries none{r.device.label + " (not run)", {}, {}, color++, false};
-      loss.series.push_back(none), acc.series.push_back(none), speed.series.push_back(none);
-      continue;
-    }
-    PlotSeries tl{r.device.label + " train", {}, {}, color, false}, vl = tl, ta = tl, va = tl;
-    PlotSeries ips{r.device.label, {}, {}, color, false};
-    vl.label = va.label = r.device.label + " test";
-    vl.dashed = va.dashed = true;
-    std::vector<EpochStats> epochs = r.earlier;
-    epochs.insert(epochs.end(), r.result.epochs.begin(), r.result.epochs.end());
-    for (const EpochStats& e : epochs) {
-      const double x = static_cast<double>(e.epoch);
-      tl.x.push_back(x), vl.x.push_back(x), ta.x.push_back(x), va.x.push_back(x);
-      ips.x.push_back(x);
-      tl.y.push_back(e.train_loss), vl.y.push_back(e.test_loss);
-      ta.y.push_back(100 * e.train_accuracy), va.y.push_back(100 * e.test_accuracy);
-      ips.y.push_back(e.images_per_second);
-    }
-    loss.series.push_back(tl), loss.series.push_back(vl);
-    acc.series.push_back(ta), acc.series.push_back(va);
-    speed.series.push_back(ips);
-    ++color;
+// The runs as the plot draws them; `live`, when set, is the run in progress (its epochs so far).
+std::vector<PlotRun> plot_runs(const std::vector<DeviceRun>& runs,
+                               const DeviceRun* live = nullptr) {
+  std::vector<const DeviceRun*> all;
+  for (const DeviceRun& d : runs) all.push_back(&d);
+  if (live) all.push_back(live);
+  std::vector<PlotRun> out;
+  for (const DeviceRun* r : all) {
+    PlotRun p;
+    p.label = r->device.label;
+    p.ran = !r->result.epochs.empty();
+    p.epochs = r->earlier;
+    p.epochs.insert(p.epochs.end(), r->result.epochs.begin(), r->result.epochs.end());
+    p.resumed_after = static_cast<int64_t>(r->earlier.size());
+    p.steps = r->steps;
+    out.push_back(std::move(p));
   }
-  write_plot(path, {loss, acc, speed}, 1800, 500);
+  return out;
+}
+
+void plot_training(const std::string& path, const std::string& config_name,
+                   const std::vector<DeviceRun>& runs) {
+  draw_training_plot(path, config_name, plot_runs(runs));
   fmt::print("plot written to {}\n", path);
 }
 
@@ -506,7 +534,7 @@ int run_train(const RunRequest& r) {
     std::string names;
     for (const DeviceSpec& d : devices) names += (names.empty() ? "" : ", ") + d.label;
     fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, config.name, config.file, names);
-    fmt::print("Model {}\n{}\n", config.name, model_table(model));
+    fmt::print("Model {}\n{}{}\n", config.name, model_table(model), parameter_line(model));
     fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
                format_count(data.train.size()), format_count(data.test.size()),
                data.train.sample_shape.str(), model.classes());
@@ -519,14 +547,27 @@ int run_train(const RunRequest& r) {
                  config.data.augment.flip
                      ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
                      : "");
+    if (config.data.test_split > 0)
+      fmt::print(
+          "Test   {} images held out of {}, a share of each class (data.test_split {:g}, "
+          "drawn from data.seed {})\n",
+          format_count(data.test.size()), config.data.train_path, config.data.test_split,
+          config.data.seed);
     if (val.size() > 0)
-      fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n", val.size(),
-                 val.size() + data.train.size(), config.data.val_split);
+      fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n",
+                 format_count(val.size()), format_count(val.size() + data.train.size()),
+                 config.data.val_split);
     fmt::print("{}{}", normalise, class_mapping(data.train));
-    fmt::print("Run    {} epoch{}, batch {}, {}, schedule {}, loss {}, seed {}\n", config.train.epochs,
-               config.train.epochs == 1 ? "" : "s", config.train.batch_size,
-               optimizer_text(config.train.optimizer), schedule_text(config.train.schedule),
-               config.loss, config.train.seed);
+    // Broken between its parts on a terminal narrower than it.
+    fmt::print("{}",
+               wrap_to_terminal(fmt::format("Run    {} epoch{}", format_count(config.train.epochs),
+                                            config.train.epochs == 1 ? "" : "s"),
+                                {"batch " + format_count(config.train.batch_size),
+                                 optimizer_text(config.train.optimizer),
+                                 "schedule " + schedule_text(config.train.schedule),
+                                 "loss " + config.loss, fmt::format("seed {}", config.train.seed)},
+                                ", ", 7));
+    fmt::print("{}", controls_text(config.train));
     if (config.train.batch_size > data.train.size())
       fmt::print(
           "       note: batch {} is more than the {} train samples: each epoch is one step "
@@ -591,26 +632,52 @@ int run_train(const RunRequest& r) {
       options.val = &val_src;
       options.device_label = run.device.label;
       options.progress = !r.quiet;
+      options.verbose = r.verbose;
       options.data_workers = data_workers(c, run.device);
       options.comm = &comm;
       if (!r.quiet)
-        fmt::print("Input  batches cut {} (data.workers: {})\n",
-                   options.data_workers
-                       ? fmt::format("ahead by {} background thread{}", options.data_workers,
-                                     options.data_workers == 1 ? "" : "s")
-                       : "in the training thread",
-                   c.data.workers < 0 ? "auto, the cores the device leaves free" : "set");
+        fmt::print(
+            "{}",
+            wrap_to_terminal(
+                fmt::format("Input  batches cut {}",
+                            options.data_workers ? fmt::format("ahead by {} background thread{}",
+                                                               options.data_workers,
+                                                               options.data_workers == 1 ? "" : "s")
+                                                 : "in the training thread"),
+                {fmt::format("(data.workers: {})", c.data.workers < 0
+                                                       ? "auto, the cores the device leaves free"
+                                                       : "set")},
+                " ", 7));
       RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
+      if (r.resume.empty() && lead) checkpoints.warn_if_folder_in_use();
+      std::unique_ptr<TensorBoardWriter> board;
+      if (!r.tensorboard.empty() && lead)
+        board = std::make_unique<TensorBoardWriter>(r.tensorboard, run.device.label);
+      options.log_every = r.log_every;
+      options.on_log = [&](const LoggedStep& f) {
+        run.steps.push_back(f);
+        if (metrics) metrics->write_step(f);
+        if (board) board->step(f);
+      };
       options.on_epoch = [&](const EpochStats& e) {
         if (metrics) metrics->write(e);
+        if (board) board->epoch(e);
         checkpoints.epoch_done(e);
+        // Redrawn after every epoch: a long run can be watched, a stopped one keeps its picture.
+        if (!r.plot_path.empty() && lead) {
+          run.result.epochs.push_back(e);
+          draw_training_plot(r.plot_path, config.name, plot_runs(runs, &run));
+          run.result.epochs.pop_back();
+        }
       };
       if (!r.resume.empty()) {
         checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
         run.earlier = checkpoints.history();
+        options.earlier = run.earlier;
         if (metrics) metrics->continue_after(run.earlier);
       }
       options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
+        QuitDeferral writing;  // a second Ctrl-C now waits for the checkpoint to be whole
         if (lead) checkpoints.write(s, at, at.stopping);
       };
       options.stop = [&] { return stop.requested(); };
@@ -633,7 +700,8 @@ int run_train(const RunRequest& r) {
         fmt::print("{}stopped by {} at step {}; continue with: {}\n",
                    many ? "the " + run.device.label + " run: " : "",
                    here ? stop.name() : "a signal to another process of the run",
-                   run.result.step_losses.size() + run.result.skipped_steps + options.start.step,
+                   format_count(static_cast<double>(run.result.step_losses.size() +
+                                                    run.result.skipped_steps + options.start.step)),
                    continue_command(r, config, run.device, checkpoints.last_path(),
                                     many ? checkpoints.dir() : ""));
         if (k + 1 < devices.size()) {
@@ -642,11 +710,16 @@ int run_train(const RunRequest& r) {
           fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
                      rest.size() == 1 ? "it" : "them");
         }
+        if (!r.plot_path.empty() && lead) {
+          runs.push_back(std::move(run));
+          plot_training(r.plot_path, config.name, runs);
+        }
         return here ? stop.exit_status() : 128 + SIGTERM;
       }
+      if (run.result.early_stopped) fmt::print("{}\n", checkpoints.early_stop_note());
       const EpochStats& last = run.result.epochs.back();
-      fmt::print("{}: test accuracy {:.2f}% (loss {}) after {} epoch{}, {} training, {} img/s\n",
-                 run.device.label, 100 * last.test_accuracy, format_loss(last.test_loss),
+      fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
+                 run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
                  last.epoch, last.epoch == 1 ? "" : "s",
                  format_duration(training_seconds(run.result)),
                  format_count(images_per_second(run.result)));
@@ -665,7 +738,7 @@ int run_train(const RunRequest& r) {
       // could not tell which run to go on with.
       if (!many || !per_device || comm.size() > 1) throw;
       std::fflush(stdout);
-      fmt::print(stderr, "error: {}\n", e.cause());
+      fmt::print(stderr, "error: {}\n", user_message(e.cause()));
       if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
       run.reason = reason_of(e);
     }
@@ -674,7 +747,7 @@ int run_train(const RunRequest& r) {
   size_t ran = 0;
   for (const DeviceRun& run : runs) ran += run.ran();
   if (many) print_side_by_side(runs);
-  if (!r.plot_path.empty() && lead) plot_training(r.plot_path, runs);
+  if (!r.plot_path.empty() && lead) plot_training(r.plot_path, config.name, runs);
   return exit_status(ran, runs.size());
 }
 
@@ -747,11 +820,57 @@ std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::stri
       "\"train_ms_per_step\": {:.4f}, \"infer_ms_per_step\": {:.4f}, \"steps\": {}, \"warmup\": {}",
       b.train_images_per_second, b.infer_images_per_second, b.train_ms, b.infer_ms, b.steps,
       b.warmup);
+  for (const auto& [name, sp] :
+       {std::pair{"train", b.train_spread}, std::pair{"infer", b.infer_spread}})
+    s += fmt::format(
+        ", \"{0}_ms_min\": {1:.4f}, \"{0}_ms_q1\": {2:.4f}, \"{0}_ms_q3\": {3:.4f}, "
+        "\"{0}_ms_max\": {4:.4f}",
+        name, sp.min, sp.q1, sp.q3, sp.max);
   if (ref)
     s += fmt::format(", \"train_speedup\": {:.3f}, \"infer_speedup\": {:.3f}",
                      b.train_images_per_second / ref->b.train_images_per_second,
                      b.infer_images_per_second / ref->b.infer_images_per_second);
   return s + "}";
+}
+
+// Rows whose timed steps varied widely: their medians are less to be trusted.
+std::vector<std::string> bench_spread_warnings(const std::vector<BenchRow>& rows) {
+  std::vector<std::string> out;
+  for (const BenchRow& row : rows) {
+    if (!row.ran()) continue;
+    const StepSpread& t = row.b.train_spread;
+    if (t.median <= 0 || (t.q3 - t.q1 <= 0.25 * t.median && t.max <= 2 * t.min)) continue;
+    out.push_back(fmt::format(
+        "{} at batch {}: the timed steps varied widely ({:.2f} to {:.2f} ms, quartiles {:.2f} and "
+        "{:.2f}): other work on the machine, or clocks that changed, make its figures noisy; "
+        "run it again with more --steps when the machine is quiet",
+        row.device.label, row.batch, t.min, t.max, t.q1, t.q3));
+  }
+  return out;
+}
+
+// Before a benchmark: other work on the cores, and more threads than cores, make its figures low
+// and noisy.
+std::vector<std::string> bench_machine_warnings(const Config& config,
+                                                const std::vector<DeviceSpec>& devices) {
+  std::vector<std::string> out;
+  const int cores = allowed_cores();
+  double load[1] = {0};
+  if (getloadavg(load, 1) == 1 && load[0] >= 0.5 * cores)
+    out.push_back(
+        fmt::format("the load average is {:.2f} on {} core{}: other work shares the "
+                    "cores, so the figures will be lower and noisier than on a quiet "
+                    "machine",
+                    load[0], cores, cores == 1 ? "" : "s"));
+  for (const DeviceSpec& d : devices) {
+    const int threads = d.backend != "cpu" ? 0 : d.index > 0 ? d.index : config.train.threads;
+    if (threads > cores)
+      out.push_back(
+          fmt::format("{} threads on {} core{}: the threads take turns on the cores, "
+                      "which slows every step; give {} or fewer",
+                      threads, cores, cores == 1 ? "" : "s", cores));
+  }
+  return out;
 }
 
 void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
@@ -868,6 +987,7 @@ int run_bench(const RunRequest& r) {
     if (batches.size() == 1) o.batch_size = batches.front();  // for an out-of-memory hint
     return o;
   };
+  for (const std::string& w : bench_machine_warnings(config, devices)) spdlog::warn("{}", w);
   std::vector<Started> started = start_gpus(devices, options_of);
   std::vector<BenchRow> rows;
   for (size_t k = 0; k < devices.size(); ++k) {
@@ -925,7 +1045,8 @@ int run_bench(const RunRequest& r) {
   std::vector<std::string> notes;
   for (const BenchRow& row : rows) {
     if (!row.ran()) {
-      table.push_back({row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-"});
+      table.push_back(
+          {row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-", "-"});
       const std::string note = row.device.label + ": not run: " + row.reason;
       if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
       continue;
@@ -933,11 +1054,13 @@ int run_bench(const RunRequest& r) {
     const BenchResult& b = row.b;
     const BenchRow* ref = reference_row(rows, row);
     auto ratio = [&](double v, double base) { return ref ? fmt::format("{:.2f}x", v / base) : std::string("-"); };
-    table.push_back({row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
-                     format_count(b.train_images_per_second), format_count(b.infer_images_per_second),
-                     fmt::format("{:.1f}", 3 * gflop * static_cast<double>(row.batch) / (b.train_ms / 1e3)),
-                     ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
-                     ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1)});
+    table.push_back(
+        {row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
+         fmt::format("{:.2f}-{:.2f}", b.train_spread.min, b.train_spread.max),
+         format_count(b.train_images_per_second), format_count(b.infer_images_per_second),
+         fmt::format("{:.1f}", 3 * gflop * static_cast<double>(row.batch) / (b.train_ms / 1e3)),
+         ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
+         ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1)});
     // Users' most common surprise: a small model or batch where the GPU barely beats the CPU.
     if (row.device.backend == "gpu" && ref && ref != &row && ref->device.backend == "cpu" &&
         b.train_images_per_second < 2 * ref->b.train_images_per_second)
@@ -953,12 +1076,13 @@ int run_bench(const RunRequest& r) {
       "(primitive creation, cuDNN algorithm search, first allocations)\n",
       config.name, r.steps, r.steps == 1 ? "" : "s", r.warmup, r.warmup == 1 ? "" : "s",
       r.warmup == 1 ? "is" : "are");
-  fmt::print("{}", format_table({"device", "batch", "train ms/step", "train img/s", "infer img/s",
-                                 "train GFLOP/s", "train speedup", "infer speedup"},
+  fmt::print("{}", format_table({"device", "batch", "train ms/step", "min-max ms", "train img/s",
+                                 "infer img/s", "train GFLOP/s", "train speedup", "infer speedup"},
                                 table));
   fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
              reference_device(rows));
   for (const std::string& n : notes) fmt::print("  note: {}\n", n);
+  for (const std::string& w : bench_spread_warnings(rows)) spdlog::warn("{}", w);
   double fastest = 0;
   for (const BenchRow& row : rows)
     if (row.ran()) fastest = std::max(fastest, row.b.train_images_per_second);

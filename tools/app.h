@@ -28,6 +28,9 @@ struct RunRequest {
   std::string metrics_path;
   std::string plot_path;       // --plot FILE.png
   bool quiet = false;
+  int verbose = 1;             // 0: the result only (--quiet), 1: the bar, 2: a line per epoch
+  int64_t log_every = 0;       // --log-every N: per-step figures every N steps (0: none)
+  std::string tensorboard;     // --tensorboard DIR: event files, a run folder per device
   bool log_placement = false;  // what ran each layer
   std::string checkpoint_dir;  // replaces train.checkpoint.dir
   std::string resume;          // a checkpoint file, or a folder (its newest)

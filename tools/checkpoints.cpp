@@ -19,6 +19,7 @@
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/progress.h"
+#include "engine/run_control.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -46,6 +47,9 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       batch_size_(config.train.batch_size),
       class_names_(std::move(class_names)),
       quiet_(quiet) {
+  // Early stopping keeps the best epoch of the metric it watches, unless told another.
+  if (cfg_.best.empty() && !cfg_.dir.empty() && config.train.early_stopping.enabled())
+    cfg_.best = config.train.early_stopping.metric;
   fs::path dir = cfg_.dir.empty() ? fs::path("runs") / config.name : fs::path(cfg_.dir);
   if (per_device_folder) {
     std::string sub = device_label;
@@ -89,7 +93,8 @@ bool RunCheckpoints::improved(const TrainPosition& at) {
 }
 
 void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stopping) {
-  const bool periodic = !cfg_.dir.empty() && at.batch == 0 && at.epoch % cfg_.every == 0;
+  const bool periodic =
+      !cfg_.dir.empty() && at.batch == 0 && (at.epoch % cfg_.every == 0 || at.last);
   const bool best = improved(at);
   if (!periodic && !stopping && !best) return;
   std::error_code ec;
@@ -135,15 +140,50 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
                       : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
     last_path_ = (fs::path(dir_) / name).string();
     save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
-    if (!quiet_ || stopping) fmt::print("checkpoint: {} (step {})\n", last_path_, at.step);
+    if (!quiet_ || stopping)
+      fmt::print("checkpoint: {} (step {})\n", last_path_,
+                 format_count(static_cast<double>(at.step)));
     if (!cfg_.dir.empty()) prune();
   }
   if (best) {
     const std::string path = (fs::path(dir_) / kBestCheckpoint).string();
     save_checkpoint(path, step.graph(), step.optimizer(), meta);
     if (!quiet_)
-      fmt::print("new best {} {:.4f} at epoch {} -> {}\n", cfg_.best, best_, at.epoch, path);
+      fmt::print("new best {} {} at epoch {} -> {}\n", cfg_.best,
+                 metric_text(*find_epoch_metric(cfg_.best), best_), at.epoch, path);
   }
+}
+
+void RunCheckpoints::warn_if_folder_in_use() const {
+  if (cfg_.dir.empty()) return;
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".safetensors" &&
+        (name.starts_with("epoch-") || name == kBestCheckpoint))
+      found.push_back(name);
+  }
+  if (found.empty()) return;
+  std::sort(found.begin(), found.end());
+  const size_t shown = std::min<size_t>(found.size(), 3);
+  spdlog::warn(
+      "the checkpoint folder {} already holds {} checkpoint{} of another run ({}{}): this run "
+      "writes its own there, replacing those of the same names; to continue that run instead, "
+      "add --resume {}",
+      dir_, found.size(), found.size() == 1 ? "" : "s",
+      fmt::join(found.begin(), found.begin() + static_cast<long>(shown), ", "),
+      found.size() > shown ? ", ..." : "", dir_);
+}
+
+std::string RunCheckpoints::early_stop_note() const {
+  if (cfg_.dir.empty())
+    return "  no checkpoint folder was set: --checkpoint-dir DIR keeps the best epoch and the last";
+  std::string note = "  last epoch: " + last_path_;
+  if (best_epoch_)
+    note += fmt::format("; best: {} ({} {}, epoch {})", (fs::path(dir_) / kBestCheckpoint).string(),
+                        cfg_.best, metric_text(*find_epoch_metric(cfg_.best), best_), best_epoch_);
+  return note;
 }
 
 void RunCheckpoints::prune() const { prune_checkpoints(dir_, cfg_.keep); }

@@ -29,6 +29,11 @@ class RunCheckpoints {
   // Every epoch of the run so far, those before a resume included.
   const std::vector<EpochStats>& history() const { return history_; }
   const std::string& last_path() const { return last_path_; }
+  // A new run (no --resume) whose checkpoint folder holds another run's checkpoints: warns that
+  // this run's replace those of the same names, and names the --resume that continues that run.
+  void warn_if_folder_in_use() const;
+  // After early stopping: where its best and last epochs are, or how to keep them.
+  std::string early_stop_note() const;
   const std::string& dir() const { return dir_; }  // where this run's checkpoints go
 
  private:

@@ -66,11 +66,12 @@ int run_eval(const RunRequest& r) {
     return c < static_cast<int64_t>(test.class_names.size()) ? test.class_names[c] : std::to_string(c);
   };
   fmt::print("{} (epoch {}, step {}, trained on {}, tandem {}) on {}, {}: {} sample{}\n", path,
-             meta.epoch, meta.step, meta.device, meta.version, device.label, test.name,
-             format_count(static_cast<double>(seen)), seen == 1 ? "" : "s");
-  fmt::print("loss {}  accuracy {:.2f}% ({} of {})\n",
-             format_loss(loss_sum / static_cast<double>(seen)),
-             100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
+             meta.epoch, format_count(static_cast<double>(meta.step)), meta.device, meta.version,
+             device.label, test.name, format_count(static_cast<double>(seen)),
+             seen == 1 ? "" : "s");
+  fmt::print("loss {}  accuracy {} ({} of {})\n", format_loss(loss_sum / static_cast<double>(seen)),
+             format_accuracy(static_cast<double>(correct) / static_cast<double>(seen)),
+             format_count(static_cast<double>(correct)), format_count(static_cast<double>(seen)));
   if (r.quiet) return 0;
   std::vector<Row> per_class;
   Row header{"true \\ predicted"};
@@ -82,12 +83,13 @@ int run_eval(const RunRequest& r) {
     for (int64_t p = 0; p < classes; ++p) {
       const int64_t v = confusion[static_cast<size_t>(t * classes + p)];
       total += v;
-      row.push_back(std::to_string(v));
+      row.push_back(format_count(static_cast<double>(v)));
     }
     matrix.push_back(row);
     const int64_t hit = confusion[static_cast<size_t>(t * classes + t)];
-    per_class.push_back({name_of(t), std::to_string(total),
-                         total ? fmt::format("{:.2f}%", 100.0 * hit / total) : std::string("-")});
+    per_class.push_back(
+        {name_of(t), format_count(static_cast<double>(total)),
+         total ? format_accuracy(static_cast<double>(hit) / static_cast<double>(total)) : "-"});
   }
   fmt::print("\nPer class:\n{}\nConfusion matrix (rows: true class, columns: predicted):\n{}",
              format_table({"class", "samples", "accuracy"}, per_class),

@@ -77,7 +77,19 @@ const std::vector<Flag> kFlags = {
      "per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)",
      "flags",
      {"train"}},
-    {"--plot FILE.png", "loss and accuracy per epoch, one line per device", "flags", {"train"}},
+    {"--plot FILE.png",
+     "loss, accuracy and images/s per epoch, one colour per device; redrawn\nafter every epoch",
+     "flags",
+     {"train"}},
+    {"--log-every N",
+     "every N steps, the mean loss, accuracy, learning rate and images/s of\nthose steps to the "
+     "metrics file, the plot and TensorBoard",
+     "flags",
+     {"train"}},
+    {"--tensorboard DIR",
+     "TensorBoard event files, a run folder per device (DIR/cpu, DIR/gpu)",
+     "flags",
+     {"train"}},
     {"--log-placement",
      "which library primitive or algorithm ran each layer",
      "flags",
@@ -92,6 +104,10 @@ const std::vector<Flag> kFlags = {
      "flags",
      {"train"}},
     {"--quiet", "no start-up table and no progress bar", "flags", {"train", "bench"}},
+    {"--verbose N",
+     "0: the result only (as --quiet); 1: the progress bar (default); 2: one\nline per epoch",
+     "flags",
+     {"train"}},
     {"--quiet", "only the heading and the loss and accuracy line", "", {"eval"}},
     {"--log-level L", "trace, debug, info, warn (default), error, off", "flags", kEvery},
     {"--batch-sizes LIST",
@@ -125,7 +141,8 @@ const std::string kDataParallel =
 const std::string kSignals =
     R"(Ctrl-C (SIGINT) or SIGTERM: the current step finishes, a checkpoint is written (to the
 checkpoint folder, or runs/<config name>/), and the command that continues the run (its flags,
---resume CHECKPOINT) printed; a second Ctrl-C exits at once.
+--resume CHECKPOINT) printed; signals within a second of the first count as it (GNU timeout
+sends two); a later one exits at once, after any checkpoint being written is complete.
 )";
 
 const std::string kExitStatus =

@@ -22,11 +22,12 @@ namespace tandem {
 #ifdef TANDEM_WITH_PLPLOT
 namespace {
 
-// cmap0: 0 the white background, 1 black for axes and text, then the device colours.
-constexpr int kFirstSeriesColor = 2;
-const PLINT kRed[] = {255, 0, 31, 255, 44, 214, 148, 140, 227};
-const PLINT kGreen[] = {255, 0, 119, 127, 160, 39, 103, 86, 119};
-const PLINT kBlue[] = {255, 0, 180, 14, 44, 40, 189, 75, 194};
+// cmap0: 0 the white background, 1 black for axes and text, 2 grey for marks, then the run
+// colours (matplotlib's tab10: blue, orange, green, red, purple, brown, pink, olive, cyan).
+constexpr int kMarkColor = 2, kFirstSeriesColor = 3;
+const PLINT kRed[] = {255, 0, 140, 31, 255, 44, 214, 148, 140, 227, 188, 23};
+const PLINT kGreen[] = {255, 0, 140, 119, 127, 160, 39, 103, 86, 119, 189, 190};
+const PLINT kBlue[] = {255, 0, 140, 180, 14, 44, 40, 189, 75, 194, 34, 207};
 constexpr int kColors = sizeof(kRed) / sizeof(kRed[0]);
 
 // Text height, relative to PLplot's default, and the points' glyphs relative to the text.
@@ -71,8 +72,25 @@ double tick_step(double span) {
   return 10 * base;
 }
 
-// Glyphs of the points, in the plot and in the legend: a dot on solid curves, a circle on dashed.
-const char* point_glyph(const PlotSeries& s) { return s.dashed ? "○" : "●"; }
+// Glyphs of the points, in the plot and in the legend: filled on solid curves, hollow on dashed
+// and dotted ones; each run its shape (circle, square, triangle, diamond), so that runs whose
+// points coincide show both.
+const char* point_glyph(const PlotSeries& s) {
+  static const char* const filled[] = {"●", "■", "▲", "◆"};
+  static const char* const hollow[] = {"○", "□", "△", "◇"};
+  const int k = s.run % 4;
+  return s.dashed || s.dotted ? hollow[k] : filled[k];
+}
+
+// Each later run a narrower line, drawn over the earlier ones: the earlier colour shows at both
+// edges of a later curve that lies on it.
+double line_width(const PlotSeries& s) {
+  if (!s.points) return std::max(0.6, 1.6 - 0.8 * (s.run % 2));  // per-step curves: thin
+  return std::max(0.8, 3.0 - 0.9 * (s.run % 3));
+}
+
+// PLplot's line styles: 1 solid, 2 short dashes, 3 long dashes (validation).
+PLINT line_style(const PlotSeries& s) { return s.dotted ? 3 : s.dashed ? 2 : 1; }
 
 // The legend has two columns, or one where a label is too long for two to fit in a panel of 600
 // pixels; every panel of a plot leaves room for as many rows as the fullest.
@@ -154,23 +172,36 @@ void draw_panel(const PlotPanel& p, int rows) {
     const PLINT n = static_cast<PLINT>(xs.size());
     const int color = series_color(s.color);
     plcol0(color);
-    plwidth(2.0);
-    pllsty(s.dashed ? 2 : 1);
+    plwidth(line_width(s));
+    pllsty(line_style(s));
     if (n > 1) plline(n, xs.data(), ys.data());
     // Every point gets its glyph: one epoch has no line to see.
     plschr(0, kPointScale * kTextScale);
-    if (n > 0) plstring(n, xs.data(), ys.data(), point_glyph(s));
+    if (n > 0 && (s.points || n == 1)) plstring(n, xs.data(), ys.data(), point_glyph(s));
     plschr(0, kTextScale);
-    opts.push_back(n > 0 ? PL_LEGEND_LINE | PL_LEGEND_SYMBOL : PL_LEGEND_LINE);
+    opts.push_back(n > 0 && s.points ? PL_LEGEND_LINE | PL_LEGEND_SYMBOL : PL_LEGEND_LINE);
     colors.push_back(color);
-    styles.push_back(s.dashed ? 2 : 1);
-    widths.push_back(2.0);
+    styles.push_back(line_style(s));
+    widths.push_back(line_width(s));
     symbols.push_back(point_glyph(s));
     symbol_scales.push_back(kPointScale);
     symbol_numbers.push_back(2);
     texts.push_back(s.label.c_str());
   }
   plwidth(1.0);
+  // Marks: a grey dashed vertical line, its label above the box.
+  for (const PlotMark& m : p.marks) {
+    const double x = tx(m.x);
+    plcol0(kMarkColor);
+    pllsty(3);
+    const PLFLT mx[2] = {x, x}, my[2] = {y0, y1};
+    plline(2, mx, my);
+    plcol0(1);
+    // Above the box, over the line: off the curves.
+    plschr(0, 0.8 * kTextScale);
+    plmtex("t", 0.6, (x - (x0 - xpad)) / (x1 - x0 + 2 * xpad), 0.5, m.label.c_str());
+    plschr(0, kTextScale);
+  }
   pllsty(1);
   if (p.series.empty()) return;
   std::vector<PLINT> text_colors(p.series.size(), 1);

@@ -9,8 +9,19 @@ namespace tandem {
 struct PlotSeries {
   std::string label;  // in the legend (a series without points still gets its entry)
   std::vector<double> x, y;
-  int color = 0;        // 0, 1, ...: one colour per device
+  int color = 0;        // 0, 1, ...: one colour per device (or run label)
   bool dashed = false;  // e.g. test curves beside solid train curves
+  // 0, 1, ...: the glyph of the points and the line's width (each later run a narrower line and
+  // another glyph), so that the curves of runs that agree stay visible on top of each other.
+  int run = 0;
+  bool dotted = false;  // a third style, long dashes (validation curves)
+  bool points = true;   // false: a line only (per-step curves, too many points for glyphs)
+};
+
+// A vertical line across a panel at x, labelled (a resumed run's first epoch).
+struct PlotMark {
+  double x = 0;
+  std::string label;
 };
 
 struct PlotPanel {
@@ -18,6 +29,7 @@ struct PlotPanel {
   std::vector<PlotSeries> series;
   bool log2_x = false;       // batch sizes 16, 64, 256 evenly spaced
   bool y_from_zero = false;  // throughput and speedup axes start at 0
+  std::vector<PlotMark> marks = {};
 };
 
 // Throws UsageError unless `path` can take a plot: a .png name in a writable folder (created when

@@ -9,6 +9,8 @@ packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-
           libdnnl-dev ocl-icd-opencl-dev zlib1g-dev libgtest-dev ccache
           libplplot-dev plplot-driver-cairo libopenmpi-dev openmpi-bin
           libonnx-dev libprotobuf-dev libonnx-testdata)
+# --tensorboard: protobuf and ISA-L's CRC32C; its test reads the files back with Python's own.
+packages+=(protobuf-compiler libisal-dev python3-protobuf python3-crc32c)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

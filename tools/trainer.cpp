@@ -21,6 +21,7 @@
 #include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "engine/progress.h"
+#include "engine/user_message.h"
 #include "tools/app.h"
 #include "tools/help.h"
 
@@ -248,6 +249,19 @@ int run(int argc, char** argv) {
       r.metrics_path = value();
     } else if (a == "--quiet" || a == "-q") {
       r.quiet = true;
+    } else if (command == "train" && a == "--log-every") {
+      r.log_every = parse_int(a, value());
+      if (r.log_every < 1)
+        throw tandem::UsageError("--log-every must be at least 1 step", "e.g. --log-every 50");
+    } else if (command == "train" && a == "--tensorboard") {
+      r.tensorboard = value();
+    } else if (command == "train" && a == "--verbose") {
+      const std::string v = value();
+      if (v != "0" && v != "1" && v != "2")
+        throw tandem::UsageError("--verbose " + v + ": expected 0, 1 or 2",
+                                 "0: the result only (as --quiet), 1: the progress bar (default), "
+                                 "2: one line per epoch");
+      r.verbose = v[0] - '0';
     } else if (a == "--log-level") {
       std::string l = value();
       auto level = spdlog::level::from_str(l);
@@ -302,6 +316,12 @@ int run(int argc, char** argv) {
       throw unknown_argument(a, command);
     }
   }
+  // --quiet is --verbose 0; with another level the two disagree.
+  if (r.quiet && given.count("--verbose") && r.verbose != 0)
+    throw tandem::UsageError("--quiet and --verbose " + std::to_string(r.verbose) + " disagree",
+                             "give one of them (--quiet is --verbose 0)");
+  if (r.verbose == 0) r.quiet = true;
+  if (r.quiet) r.verbose = 0;
   tandem::register_everything();
   // Only training shares its work out over the processes of a data-parallel run; the other
   // commands would each do all of it (bench would time processes competing for the cores).
@@ -342,7 +362,7 @@ int run_and_report(int argc, char** argv, std::string* untold) {
     return run(argc, argv);
   } catch (const tandem::Error& e) {
     end_output();
-    std::string text = fmt::format("error{}: {}\n", who, e.cause());
+    std::string text = fmt::format("error{}: {}\n", who, tandem::user_message(e.cause()));
     if (!e.hint().empty()) text += fmt::format("hint: {}\n", e.hint());
     if (shared(e.code()))
       *untold = text;
@@ -356,25 +376,31 @@ int run_and_report(int argc, char** argv, std::string* untold) {
   } catch (const std::exception& e) {
     end_output();
     fmt::print(stderr,
-               "error{}: internal error: {}\nhint: please report this with the command line\n", who,
-               e.what());
+               "error{}: internal error: {}\nhint: please report this with the command line (and "
+               "what --log-level debug adds to this message)\n",
+               who, tandem::user_message(e.what()));
     return static_cast<int>(tandem::ExitCode::kInternal);
   }
 }
 
 // Log lines as a user reads them, "warning: ..." (the default logger's lines start with the date
-// and time), on stdout with the rest of the run's output, each on a line of its own after an open
-// progress line.
+// and time), on stderr like errors, each on a line of its own after an open progress line and
+// after what stdout holds.
 class UserLogSink : public spdlog::sinks::base_sink<std::mutex> {
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    // A data-parallel run's first process tells its warnings (the others' stdout, where they
+    // went before, is silenced: they would repeat them).
+    if (tandem::world().rank() > 0) return;
     spdlog::memory_buf_t text;
     formatter_->format(msg, text);
     tandem::end_progress_line();
-    std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
+    const std::string line = tandem::user_message(std::string(text.data(), text.size()));
+    std::fwrite(line.data(), 1, line.size(), stderr);
+    std::fflush(stderr);
   }
-  void flush_() override { std::fflush(stdout); }
+  void flush_() override { std::fflush(stderr); }
 };
 
 }  // namespace

@@ -244,7 +244,9 @@ TEST(ImageFolderConfig, ImageKeysOnAnotherFormatAreRefused) {
 
 TEST(ImageFolderConfig, TrainFolderAloneIsRefused) {
   std::string e = config_error("{format: image_folder, train: /p/train}");
-  EXPECT_TRUE(contains(e, "needs data.test")) << e;
+  EXPECT_TRUE(contains(
+      e, "needs a test split: data.test, data.path holding train/ and test/, or data.test_split"))
+      << e;
 }
 
 // --- export-images round trip --------------------------------------------------------------------

@@ -119,13 +119,54 @@ train: {epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 1}
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("computed over 32 train images"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" - val_loss: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" - val_loss "), std::string::npos) << r.out;
   std::ifstream in(metrics);
   int lines = 0;
   for (std::string line; std::getline(in, line); ++lines)
     for (const char* key : {"\"val_loss\": ", "\"val_accuracy\": ", "\"test_loss\": "})
       EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
   EXPECT_EQ(lines, 2);
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+TEST(ValSplit, EachClassGivesItsShare) {
+  // 3 classes of 50, 30 and 20 samples: a fifth is 10, 6 and 4.
+  Dataset d;
+  d.name = "classes";
+  d.sample_shape = Shape{1, 1, 1};
+  d.classes = 3;
+  for (int c = 0; c < 3; ++c)
+    for (int k = 0; k < (c == 0 ? 50 : c == 1 ? 30 : 20); ++k) {
+      d.images.push_back(static_cast<uint8_t>(k));
+      d.labels.push_back(c);
+    }
+  Dataset val = hold_out(d, 0.2, 5);
+  std::vector<int> per_class(3);
+  for (int32_t l : val.labels) ++per_class[static_cast<size_t>(l)];
+  EXPECT_EQ(per_class, (std::vector<int>{10, 6, 4}));
+  EXPECT_EQ(d.size(), 80);
+}
+
+TEST(ValSplit, RemaindersGoToClassesInASeededOrderAndTheTotalIsTheRoundedShare) {
+  // 7 classes of 3: a tenth is 2.1 samples, 0.3 a class; 2 classes give one each.
+  Dataset d = numbered(21);
+  for (size_t i = 0; i < d.labels.size(); ++i) d.labels[i] = static_cast<int32_t>(i / 3);
+  d.classes = 7;
+  Dataset copy = d;
+  const Dataset a = hold_out(d, 0.1, 1), b = hold_out(copy, 0.1, 1);
+  EXPECT_EQ(a.size(), 2);
+  EXPECT_EQ(a.images, b.images);
+  EXPECT_NE(a.labels[0], a.labels[1]);  // from two classes
+}
+
+TEST(TestSplit, IsDrawnApartFromTheValidationShare) {
+  Dataset a = numbered(1000), b = numbered(1000);
+  EXPECT_NE(hold_out(a, 0.1, 3).labels, hold_out(b, 0.1, 3, kTestStream, "test").labels);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ layers:
   - {conv2d: {filters: 3, kernel: 3, padding: 1}, name: stem}
   - tanh
   - conv2d: {filters: 3, kernel: 3, padding: 1}
-  - {add: {}, inputs: [stem, conv2d_2]}
+  - {add: {}, inputs: [stem, conv2d_1]}
   - {conv2d: {filters: 2, kernel: 1}, inputs: [tanh_1], name: side}
   - {concat: {}, inputs: [add_1, side]}
   - flatten
@@ -102,8 +102,8 @@ TEST(Branching, SummaryNamesEachLayersInputs) {
   EXPECT_EQ(rows[5].output, (Shape{5, 6, 6}));
   EXPECT_EQ(rows[11].inputs, (std::vector<std::string>{"dense_1", "dense_2", "dense_2"}));
   EXPECT_EQ(rows[11].flops, 2 * 4);  // two additions of 4 values
-  // A named layer still counts among its type: the second conv2d is conv2d_2.
-  EXPECT_EQ(rows[2].name, "conv2d_2");
+  // Automatic names count the unnamed layers of a type only: the conv2d after stem is conv2d_1.
+  EXPECT_EQ(rows[2].name, "conv2d_1");
   EXPECT_EQ(graph.params().front()->name, "stem.weight");
 }
 

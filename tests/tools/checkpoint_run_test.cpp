@@ -305,7 +305,10 @@ TEST(CheckpointRun, WrittenOnTheCpuLoadsOnTheGpu) {
 
 // Starts the built trainer, waits for its device table (printed after the signal handlers are
 // installed), lets it train about a second, sends `sig`; returns its exit status and output.
-test::CliResult interrupt_trainer(const std::string& args, int sig, const std::string& cwd = ".") {
+// `repeats` sends it that many times back to back, as GNU timeout does (to the process, then to
+// its group).
+test::CliResult interrupt_trainer(const std::string& args, int sig, const std::string& cwd = ".",
+                                  int repeats = 1) {
   int fds[2];
   if (pipe(fds) != 0) return {-1, "pipe failed"};
   const std::string cmd = "cd '" + cwd + "' && exec " + std::string(TANDEM_TRAINER) + " " + args;
@@ -326,7 +329,7 @@ test::CliResult interrupt_trainer(const std::string& args, int sig, const std::s
     out.append(buf, static_cast<size_t>(n));
     // A progress line: steps have run, so the checkpoint has something to hold.
     if (!sent && out.find(" img/s") != std::string::npos) {
-      kill(pid, sig);
+      for (int k = 0; k < repeats; ++k) kill(pid, sig);
       sent = true;
     }
   }
@@ -375,6 +378,17 @@ TEST(TrainerSignals, CtrlCWritesACheckpointAndExits130) {
   ASSERT_EQ(r.status, 130) << r.out;
   EXPECT_NE(r.out.find("stopped by SIGINT at step"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--resume " + dir + "/epoch-"), std::string::npos) << r.out;
+  expect_resumable_checkpoint(r.out, dir);
+}
+
+// GNU timeout's SIGTERM arrives twice: the second must not quit before the checkpoint is written.
+TEST(TrainerSignals, ASigtermDeliveredTwiceStillWritesTheCheckpoint) {
+  const std::string dir = test::fresh_dir("ckpt_sigterm_twice");
+  auto r = interrupt_trainer("--config " + long_config() + " --threads 1 --checkpoint-dir " + dir,
+                             SIGTERM, ".", 2);
+  ASSERT_EQ(r.status, 143) << r.out;
+  EXPECT_EQ(r.out.find("stopped at once"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stopped by SIGTERM at step"), std::string::npos) << r.out;
   expect_resumable_checkpoint(r.out, dir);
 }
 

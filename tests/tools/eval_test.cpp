@@ -95,8 +95,9 @@ TEST(Eval, NeedsACheckpoint) {
 namespace tandem {
 namespace {
 
-// A learning rate that makes the loss explode: the run stops with exit 6, the step, the lowered
-// learning rate to try, and the last good checkpoint.
+// A learning rate that makes the weights overflow at once: the run stops with exit 6, the step,
+// the lowered learning rate to try, and the last good checkpoint. (A rate that makes the loss
+// grow step by step stops the run as diverging first: tests/tools/run_controls_cli_test.cpp.)
 TEST(NanLoss, StopsWithTheStepTheHintAndTheLastGoodCheckpoint) {
   const std::string dir = ::testing::TempDir() + "nan_ckpt";
   std::filesystem::remove_all(dir);
@@ -105,25 +106,26 @@ TEST(NanLoss, StopsWithTheStepTheHintAndTheLastGoodCheckpoint) {
               .classes = 3,
               .data = "train_size: 96, test_size: 16, seed: 2",
               .train = "epochs: 30, batch_size: 16, optimizer: {type: sgd, lr: 0.01, momentum: "
-                       "0.9}, seed: 4, schedule: {type: step, step: 1, gamma: 1000}"});
+                       "0.9}, seed: 4, schedule: {type: step, step: 1, gamma: 1.0e+45}"});
   auto r = test::run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
   EXPECT_EQ(r.status, 6) << r.out;
   EXPECT_NE(r.out.find("error: the training loss became"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" at step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: lower the learning rate"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the last good checkpoint is " + dir + "/epoch-"), std::string::npos) << r.out;
-  // The loss grew over several epochs, so the weights went first; the message names them.
+  // The second epoch's first update overflowed the weights; the message names them.
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(; the weights dense_[12]\.(weight|bias) hold )"
                                                   R"([0-9]+ non-finite values?: an earlier )"
                                                   R"(update made them so\n)")))
       << r.out;
 }
 
-// LeNet on the MNIST sample with a learning rate far too high: the error names a layer or its
-// weights.
+// LeNet on the MNIST sample with a learning rate so high that the first update overflows (at
+// --lr 50 the loss grows to 1e11 first, and the run stops as diverging): the error names a layer
+// or its weights.
 TEST(NanLoss, LeNetNamesWhereTheFirstNonFiniteValueAppeared) {
   auto r = test::run_trainer("--config " + test::source_path("configs/lenet.yaml") +
-                             " --quiet --epochs 1 --lr 50");
+                             " --quiet --epochs 1 --lr 1e43");
   EXPECT_EQ(r.status, 6) << r.out;
   EXPECT_TRUE(std::regex_search(
       r.out,
@@ -132,10 +134,9 @@ TEST(NanLoss, LeNetNamesWhereTheFirstNonFiniteValueAppeared) {
                  R"((the weights (conv2d|dense)_[12]\.(weight|bias) hold|)"
                  R"(first non-finite value: (output|gradient) of (conv2d|dense|relu|maxpool)_))")))
       << r.out;
-  EXPECT_NE(
-      r.out.find("hint: lower the learning rate (it was 50; try --lr 0.01, usual for sgd with "
-                 "momentum 0.9)"),
-      std::string::npos)
+  EXPECT_NE(r.out.find("hint: lower the learning rate (it was 1e+43; try --lr 0.01, usual for sgd "
+                       "with momentum 0.9)"),
+            std::string::npos)
       << r.out;
 }
 

@@ -53,16 +53,56 @@ TEST(StopSignal, TheFirstCtrlCAsksForAStopAndSaysWhatComesNext) {
   EXPECT_EQ(e.err, "\nstopping after this step to write a checkpoint (again to quit now)\n");
 }
 
+// Past the window in which a repeat is the same signal again.
+void after_the_repeat_window() { usleep(static_cast<useconds_t>(kRepeatWindowMs * 1000 + 100000)); }
+
 TEST(StopSignal, ASecondCtrlCQuitsAtOnceAndSaysSo) {
   const Ended e = in_child([] {
     StopOnSignal stop;
     stop.arm();
     raise(SIGINT);
+    after_the_repeat_window();
     raise(SIGINT);
     _exit(3);  // not reached
   });
   EXPECT_EQ(e.status, 130) << e.err;
   EXPECT_NE(e.err.find("\nstopped at once: no checkpoint of this step\n"), std::string::npos)
+      << e.err;
+}
+
+// GNU timeout sends SIGTERM to the process, then to its group: one timeout, two signals.
+TEST(StopSignal, ARepeatWithinASecondIsTheSameSignalAgain) {
+  const Ended e = in_child([] {
+    StopOnSignal stop;
+    stop.arm();
+    raise(SIGTERM);
+    raise(SIGTERM);
+    if (!stop.requested() || stop.exit_status() != 143) _exit(3);
+  });
+  EXPECT_EQ(e.status, 0) << e.err;
+  EXPECT_EQ(e.err, "\nstopping after this step to write a checkpoint (again to quit now)\n");
+}
+
+TEST(StopSignal, ASecondSignalWhileACheckpointIsWrittenQuitsWhenItIsComplete) {
+  const Ended e = in_child([] {
+    StopOnSignal stop;
+    stop.arm();
+    raise(SIGINT);
+    after_the_repeat_window();
+    {
+      QuitDeferral writing;
+      raise(SIGINT);
+      static const char done[] = "written\n";
+      [[maybe_unused]] ssize_t n = write(STDERR_FILENO, done, sizeof done - 1);
+    }
+    _exit(3);  // not reached: the deferred quit ends the process
+  });
+  EXPECT_EQ(e.status, 130) << e.err;
+  const size_t waiting = e.err.find("quitting once the checkpoint being written is complete\n");
+  const size_t written = e.err.find("written\n", waiting);
+  ASSERT_NE(waiting, std::string::npos) << e.err;
+  ASSERT_NE(written, std::string::npos) << e.err;
+  EXPECT_NE(e.err.find("stopped: the checkpoint is complete\n", written), std::string::npos)
       << e.err;
 }
 

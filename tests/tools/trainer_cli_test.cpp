@@ -145,9 +145,12 @@ TEST(TrainerCli, MissingDataFolderExitsFourNamingItAndTheFlagItCameFrom) {
   Result r =
       trainer("--config " + source("configs/lenet.yaml") + " --data /nonexistent/mnist --quiet");
   EXPECT_EQ(r.status, 4);
-  EXPECT_NE(r.out.find("error: the MNIST train data folder '/nonexistent/mnist', given by --data, "
-                       "does not exist\nhint: download the MNIST IDX files"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("error: --data '/nonexistent/mnist' is no folder here: looked in "
+                 "/nonexistent/mnist (as given)\nhint: give the folder that holds MNIST's IDX "
+                 "files: train-images-idx3-ubyte and train-labels-idx1-ubyte, with t10k-* or "
+                 "test-* for the test split"),
+      std::string::npos)
       << r.out;
 }
 
@@ -162,9 +165,12 @@ TEST(TrainerCli, MissingDataFolderFromTheConfigNamesTheKeyAndTheFile) {
   const std::string config = mnist_config("missing_path", "{format: mnist, path: /nonexistent/m}");
   Result r = trainer("--config " + config + " --quiet");
   EXPECT_EQ(r.status, 4);
-  EXPECT_NE(r.out.find("error: the MNIST train data folder '/nonexistent/m', given by data.path "
-                       "in " + config + ", does not exist\nhint: download the MNIST IDX files"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("error: data.path (" + config +
+                 ":5:29) '/nonexistent/m' is no folder "
+                 "here: looked in /nonexistent/m (as given)\nhint: give the folder that holds "
+                 "MNIST's IDX files"),
+      std::string::npos)
       << r.out;
 }
 
