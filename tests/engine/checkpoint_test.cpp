@@ -424,6 +424,8 @@ struct HostileHeader {
   std::string needle;    // in tandem's message
 };
 
+void PrintTo(const HostileHeader& h, std::ostream* os) { *os << h.name; }
+
 class StrictHeader : public ::testing::TestWithParam<HostileHeader> {};
 
 // Each file is refused by tandem, naming what is wrong, and by the independent strict reader:
@@ -540,6 +542,8 @@ struct BadField {
   std::string from, to;
   std::string needle;  // names the field
 };
+
+void PrintTo(const BadField& f, std::ostream* os) { *os << f.name; }
 
 class MetadataRange : public ::testing::TestWithParam<BadField> {};
 

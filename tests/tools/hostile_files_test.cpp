@@ -141,6 +141,8 @@ struct BadPosition {
   std::string from, to, needle;
 };
 
+void PrintTo(const BadPosition& p, std::ostream* os) { *os << p.name; }
+
 class ResumeMetadata : public ::testing::TestWithParam<BadPosition> {};
 
 // 256 samples in batches of 32: 8 batches an epoch; epoch-1 is at step 8.
