@@ -194,8 +194,7 @@ std::string find_first(const std::string& folder, const std::vector<std::string>
     std::string p = join(folder, name);
     if (fs::is_regular_file(p, ec)) return p;
     // A FIFO or a device under a data file's name is refused by name, not passed over.
-    if (fs::exists(p, ec) && !fs::is_directory(p, ec))
-      open_data_file(p, kMaxRecordBytes);
+    if (fs::exists(p, ec) && !fs::is_directory(p, ec)) open_data_file(p, kMaxRecordBytes);
   }
   return "";
 }

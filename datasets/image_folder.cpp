@@ -60,7 +60,8 @@ constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
 std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
   std::vector<uint8_t> bytes;
   try {
-    const ReadFile file(path, kMaxImageBytes, [&](const std::string& why) { throw DataError(why); });
+    const ReadFile file(path, kMaxImageBytes,
+                        [&](const std::string& why) { throw DataError(why); });
     bytes.resize(static_cast<size_t>(file.size()));
     if (!file.read_at(0, bytes.data(), bytes.size())) *error = "cannot be read";
   } catch (const DataError& e) {

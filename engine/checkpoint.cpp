@@ -5,9 +5,9 @@
 #include "engine/checkpoint.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,8 +236,8 @@ class JsonReader {
   // Four hex digits of a \u escape.
   unsigned hex4() {
     unsigned code = 0;
-    if (i_ + 4 > s_.size() || std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr !=
-                                  s_.data() + i_ + 4)
+    if (i_ + 4 > s_.size() ||
+        std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr != s_.data() + i_ + 4)
       fail("bad \\u escape");
     i_ += 4;
     return code;
@@ -370,9 +370,10 @@ std::unique_ptr<ReadFile> open_checkpoint(const std::string& path) {
 // The number of elements of a shape, or -1 when it does not fit 63 bits.
 int64_t checked_numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims)
+  for (int64_t d : dims) {
     if (d != 0 && n > INT64_MAX / d) return -1;
-    else n *= d;
+    n *= d;
+  }
   return n;
 }
 
@@ -465,19 +466,19 @@ Header read_header(const ReadFile& file, const std::string& path) {
   uint64_t covered = 0;
   for (const Entry* e : order) {
     if (e->begin != covered)
-      corrupt(path, fmt::format("tensor '{}' starts at byte {} of the data section, where {} "
-                                "(the tensors must follow each other without gap or overlap)",
-                                e->name, e->begin,
-                                e->begin < covered ? fmt::format("bytes up to {} already belong "
-                                                                 "to another tensor",
-                                                                 covered)
-                                                   : fmt::format("the one before ends at {}",
-                                                                 covered)));
+      corrupt(path,
+              fmt::format("tensor '{}' starts at byte {} of the data section, where {} "
+                          "(the tensors must follow each other without gap or overlap)",
+                          e->name, e->begin,
+                          e->begin < covered ? fmt::format("bytes up to {} already belong "
+                                                           "to another tensor",
+                                                           covered)
+                                             : fmt::format("the one before ends at {}", covered)));
     covered = e->end;
   }
   if (covered != data_size)
-    corrupt(path, fmt::format("its tensors cover {} bytes of a data section of {}", covered,
-                              data_size));
+    corrupt(path,
+            fmt::format("its tensors cover {} bytes of a data section of {}", covered, data_size));
   return h;
 }
 
@@ -804,8 +805,8 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   remove_stale_temporaries(folder);
   // A name of this process's own (mkstemps: created exclusively), renamed over `path` once
   // complete: two runs writing one folder each commit a whole file, the last rename wins.
-  std::string tmp = (fs::path(folder) / (temporary_prefix(target.filename().string()) + "XXXXXX"))
-                        .string();
+  std::string tmp =
+      (fs::path(folder) / (temporary_prefix(target.filename().string()) + "XXXXXX")).string();
   auto fail = [&](const std::string& what) {
     const int error = errno;  // before remove() sets its own
     std::remove(tmp.c_str());

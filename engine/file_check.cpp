@@ -72,14 +72,13 @@ std::string output_problem(const std::string& path) {
 }
 
 ReadFile::ReadFile(const std::string& path, uint64_t max_bytes, const RefuseFile& refuse) {
-  if (std::string why = file_problem(path, max_bytes); !why.empty())
-    refuse_with(refuse, path, why);
+  if (std::string why = file_problem(path, max_bytes); !why.empty()) refuse_with(refuse, path, why);
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd_ < 0) refuse_with(refuse, path, std::string("cannot be opened: ") + std::strerror(errno));
   struct stat st;
-  std::string why = ::fstat(fd_, &st) != 0 ? std::string("cannot be looked at: ") +
-                                                 std::strerror(errno)
-                                           : problem_of(st, max_bytes);
+  std::string why = ::fstat(fd_, &st) != 0
+                        ? std::string("cannot be looked at: ") + std::strerror(errno)
+                        : problem_of(st, max_bytes);
   if (!why.empty()) {
     ::close(fd_);
     fd_ = -1;

@@ -73,14 +73,14 @@ void check_scalar(const std::string& s, const YAML::Node& node, const std::strin
     char32_t c = 0;
     const size_t n = utf8_at(s, i, &c);
     if (n == 0) {
-      throw ConfigError(fmt::format("{}{}: {}a value holds the byte 0x{:02X}, which is not UTF-8",
-                                    file, mark_text(node.Mark()), where,
-                                    static_cast<unsigned char>(s[i])),
-                        "write the value as UTF-8 text (a \\x escape makes a byte, not text)");
+      throw ConfigError(
+          fmt::format("{}{}: {}a value holds the byte 0x{:02X}, which is not UTF-8", file,
+                      mark_text(node.Mark()), where, static_cast<unsigned char>(s[i])),
+          "write the value as UTF-8 text (a \\x escape makes a byte, not text)");
     }
     if (!printable(c) && c != 0xFEFF)
-      throw ConfigError(fmt::format("{}{}: {}a value holds {}", file, mark_text(node.Mark()),
-                                    where, character_name(c)),
+      throw ConfigError(fmt::format("{}{}: {}a value holds {}", file, mark_text(node.Mark()), where,
+                                    character_name(c)),
                         "remove the escape that makes it: config values are printable text");
     i += n;
   }
@@ -150,16 +150,16 @@ void check_yaml_tree(const YAML::Node& root, const std::string& file, size_t tex
       for (auto it = node.begin(); it != node.end(); ++it) {
         const YAML::Node key = it->first;
         if (!key.IsScalar())
-          throw ConfigError(fmt::format("{}{}: {}a key is {}, not plain text", file,
-                                        mark_text(key.Mark()), where(i),
-                                        key.IsSequence() ? "a list" : "a mapping"),
-                            "write each key as a word, e.g. 'batch_size: 64'");
+          throw ConfigError(
+              fmt::format("{}{}: {}a key is {}, not plain text", file, mark_text(key.Mark()),
+                          where(i), key.IsSequence() ? "a list" : "a mapping"),
+              "write each key as a word, e.g. 'batch_size: 64'");
         check_scalar(key.Scalar(), key, file, where(i));
         if (auto [first, fresh] = seen.emplace(key.Scalar(), key.Mark()); !fresh)
-          throw ConfigError(fmt::format("{}{}: {}'{}' appears twice (first at {})", file,
-                                        mark_text(key.Mark()), where(i), key.Scalar(),
-                                        mark_text(first->second).substr(1)),
-                            "keep one of them");
+          throw ConfigError(
+              fmt::format("{}{}: {}'{}' appears twice (first at {})", file, mark_text(key.Mark()),
+                          where(i), key.Scalar(), mark_text(first->second).substr(1)),
+              "keep one of them");
         items.push_back({it->second, i, key.Scalar()});
       }
     }

@@ -607,9 +607,9 @@ int run_train(const RunRequest& r) {
         checkpoints.epoch_done(e);
       };
       if (!r.resume.empty()) {
-        checkpoints.resumed(resume_from(r.resume, c, options, r.quiet,
-                                        ShardedSource(train_src, comm.rank(), comm.size())
-                                            .batches_per_epoch()));
+        checkpoints.resumed(
+            resume_from(r.resume, c, options, r.quiet,
+                        ShardedSource(train_src, comm.rank(), comm.size()).batches_per_epoch()));
         run.earlier = checkpoints.history();
         if (metrics) metrics->continue_after(run.earlier);
       }

@@ -211,8 +211,8 @@ void check_position(const std::string& file, const CheckpointMeta& meta,
                      static_cast<uint64_t>(meta.batch);
   if (meta.step != steps)
     refuse("step", fmt::format("is {}, but {} epoch{} of {} batch{} and {} batch{} more make {}",
-                               meta.step, meta.epoch, meta.epoch == 1 ? "" : "s",
-                               batches_per_epoch, batches_per_epoch == 1 ? "" : "es", meta.batch,
+                               meta.step, meta.epoch, meta.epoch == 1 ? "" : "s", batches_per_epoch,
+                               batches_per_epoch == 1 ? "" : "es", meta.batch,
                                meta.batch == 1 ? "" : "es", steps));
 }
 

@@ -60,8 +60,7 @@ void check_same_model(const std::string& file, const CheckpointMeta& meta, const
 
 // Throws CheckpointError naming the metadata field when the position a checkpoint records (batch,
 // step) cannot belong to a run of `batches_per_epoch` batches an epoch (each process's).
-void check_position(const std::string& file, const CheckpointMeta& meta,
-                    int64_t batches_per_epoch);
+void check_position(const std::string& file, const CheckpointMeta& meta, int64_t batches_per_epoch);
 
 // --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run of
 // `batches_per_epoch` batches an epoch (each process's), every field of its metadata before any

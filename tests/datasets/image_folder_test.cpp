@@ -3,8 +3,8 @@
 #include "datasets/image_folder.h"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <stb/stb_image_write.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>

@@ -454,7 +454,10 @@ INSTANTIATE_TEST_SUITE_P(
         HostileHeader{"ShapeThatOverflows", "\"shape\":[2],\"data_offsets\":[72,80]",
                       "\"shape\":[4294967296,4294967296,2],\"data_offsets\":[72,80]", "overflows"},
         HostileHeader{"HeaderNotUtf8", "\"cpu:2\"", "\"cpu\xff:2\"", "not UTF-8"},
-        HostileHeader{"OverlongUtf8", "\"cpu:2\"", "\"cpu\xc0\xba" "2\"", "not UTF-8"},
+        HostileHeader{"OverlongUtf8", "\"cpu:2\"",
+                      "\"cpu\xc0\xba"
+                      "2\"",
+                      "not UTF-8"},
         HostileHeader{"ControlCharacterInAString", "\"cpu:2\"", "\"cpu\x01:2\"",
                       "control character inside a string"},
         HostileHeader{"DuplicateKey", "\"seed\":\"42\"", "\"seed\":\"42\",\"seed\":\"7\"",
@@ -470,7 +473,9 @@ INSTANTIATE_TEST_SUITE_P(
                       "{\"dtype\":\"F32\",\"extra\":[],\"shape\":[2],", "unknown field 'extra'"},
         HostileHeader{"HeaderStartsWithWhitespace", "{\"conv2d_1.weight\":",
                       " {\"conv2d_1.weight\":", "does not start with '{'"}),
-    [](const ::testing::TestParamInfo<HostileHeader>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<HostileHeader>& info) {
+      return std::string(info.param.name);
+    });
 
 // Bytes after the last tensor belong to nobody: the tensors must cover the data section exactly.
 TEST(Checkpoint, BytesAfterTheLastTensorAreRefused) {
@@ -573,10 +578,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadField{"BestEpochAfterTheEpochsDone", "\"best_epoch\":\"2\"", "\"best_epoch\":\"4\"",
                  "metadata 'best_epoch' is 4"},
         BadField{"NonFiniteBestValue", "\"best_value\":\"",
-                 "\"best_value\":\"inf\",\"best_value_was\":\"",
-                 "metadata 'best_value' is inf"},
-        BadField{"HistoryBeyondTheEpochsDone", "\\ncpu:2,21474836487,3,",
-                 "\\ncpu:2,21474836487,4,",
+                 "\"best_value\":\"inf\",\"best_value_was\":\"", "metadata 'best_value' is inf"},
+        BadField{"HistoryBeyondTheEpochsDone", "\\ncpu:2,21474836487,3,", "\\ncpu:2,21474836487,4,",
                  "metadata 'history' holds epoch 4 beyond the 3 epochs"},
         BadField{"HistoryOutOfOrder", "\\ncpu:2,21474836487,2,", "\\ncpu:2,21474836487,1,",
                  "metadata 'history' holds epoch 1 after epoch 1"},
@@ -629,9 +632,9 @@ TEST(Checkpoint, TheNewestInAFolderIsARegularFile) {
   std::filesystem::create_directories(dir);
   Tensors src = model_tensors();
   write_checkpoint(dir + "/epoch-1.safetensors", src.named, some_meta());
-  std::filesystem::last_write_time(dir + "/epoch-1.safetensors",
-                                   std::filesystem::file_time_type::clock::now() -
-                                       std::chrono::minutes(5));
+  std::filesystem::last_write_time(
+      dir + "/epoch-1.safetensors",
+      std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
   ASSERT_EQ(::mkfifo((dir + "/epoch-2.safetensors").c_str(), 0600), 0);
   EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-1.safetensors");
 }

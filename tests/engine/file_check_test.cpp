@@ -56,7 +56,8 @@ TEST(FileCheck, AFileOverTheLimitIsRefusedBeforeItIsRead) {
   const std::string path = scratch("big.bin");
   { std::ofstream(path) << "x"; }
   fs::resize_file(path, uint64_t{3} << 30);  // sparse: no disk, no memory
-  EXPECT_EQ(refusal(path, uint64_t{1} << 20), "is 3.0 GiB, more than the 1.0 MiB such a file may have");
+  EXPECT_EQ(refusal(path, uint64_t{1} << 20),
+            "is 3.0 GiB, more than the 1.0 MiB such a file may have");
 }
 
 // Opening a FIFO for reading waits for a writer; the check must not. In a child, killed if it
@@ -64,9 +65,8 @@ TEST(FileCheck, AFileOverTheLimitIsRefusedBeforeItIsRead) {
 TEST(FileCheck, AFifoIsRefusedWithoutWaitingForAWriter) {
   const std::string fifo = scratch("waiting");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const test::ChildResult r = test::run_in_child(10, [&] {
-    return refusal(fifo, 100) == "is a FIFO (named pipe), not a file" ? 0 : 1;
-  });
+  const test::ChildResult r = test::run_in_child(
+      10, [&] { return refusal(fifo, 100) == "is a FIFO (named pipe), not a file" ? 0 : 1; });
   EXPECT_FALSE(r.timed_out) << "the read waited on the FIFO";
   EXPECT_EQ(r.exit_code, 0);
 }

@@ -56,8 +56,9 @@ layers:
 }
 
 TEST(StrictYaml, ARepeatedKeyInALayersOptionsIsRefused) {
-  const std::string text = "name: tiny\ninput: {shape: [4]}\nlayers:\n"
-                           "  - dense: {units: 2, units: 3}\n";
+  const std::string text =
+      "name: tiny\ninput: {shape: [4]}\nlayers:\n"
+      "  - dense: {units: 2, units: 3}\n";
   EXPECT_EQ(config_error(text),
             "c.yaml:4:23: layers item 1.dense: 'units' appears twice (first at 4:13)");
 }
@@ -71,8 +72,7 @@ TEST(StrictYaml, ARepeatedKeyInAMappingInsideAListIsRefused) {
 TEST(StrictYaml, ANulByteInTheTextIsRefusedWithItsPlace) {
   std::string text = kModel;
   text.replace(text.find("tiny"), 4, std::string("ti\0ny", 5));
-  EXPECT_EQ(config_error(text),
-            "c.yaml:1:9: malformed YAML: a NUL character (U+0000) in the text");
+  EXPECT_EQ(config_error(text), "c.yaml:1:9: malformed YAML: a NUL character (U+0000) in the text");
 }
 
 TEST(StrictYaml, AnEscapedNulInAValueIsRefused) {
@@ -107,8 +107,7 @@ TEST(StrictYaml, TabsCarriageReturnsUnicodeAndAByteOrderMarkAreText) {
 }
 
 TEST(StrictYaml, AKeyThatIsAListIsRefused) {
-  EXPECT_EQ(config_error(kModel + "[a, b]: 1\n"),
-            "c.yaml:8:1: a key is a list, not plain text");
+  EXPECT_EQ(config_error(kModel + "[a, b]: 1\n"), "c.yaml:8:1: a key is a list, not plain text");
 }
 
 // A few lines of aliases, each doubling the one before: 2^24 values if expanded.

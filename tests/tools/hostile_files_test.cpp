@@ -31,10 +31,11 @@ std::string make_fifo(const std::string& path) {
 
 // The small model trained for 2 epochs with a checkpoint each into `dir`; the config's path.
 std::string trained(const std::string& name, const std::string& dir) {
-  const std::string config =
-      write_temp_file(name + ".yaml", small_model_yaml(name) + "train: {epochs: 2, batch_size: 32}\n");
+  const std::string config = write_temp_file(
+      name + ".yaml", small_model_yaml(name) + "train: {epochs: 2, batch_size: 32}\n");
   fs::remove_all(dir);
-  const CliResult r = run_trainer_within(kLimit, "--config " + config + " --quiet --checkpoint-dir " + dir);
+  const CliResult r =
+      run_trainer_within(kLimit, "--config " + config + " --quiet --checkpoint-dir " + dir);
   EXPECT_EQ(r.status, 0) << r.out;
   return config;
 }
@@ -86,8 +87,9 @@ TEST(HostileFiles, AConfigThatIsAFifoADeviceOrEnormousIsRefusedByName) {
   { std::ofstream(big) << "name: big\n"; }
   fs::resize_file(big, uint64_t{20} << 30);
   expect_refused(run_trainer_within(kLimit, "--config " + big), 3,
-                 "config file '" + big + "' is 20.0 GiB, more than the 16.0 MiB such a file may "
-                 "have");
+                 "config file '" + big +
+                     "' is 20.0 GiB, more than the 16.0 MiB such a file may "
+                     "have");
   fs::remove(big);
 }
 
@@ -152,7 +154,8 @@ TEST_P(ResumeMetadata, OutOfTheRunsRangeIsRefusedNamingTheField) {
   const std::string config = trained(std::string("hostile_resume_") + c.name, dir);
   const std::string file = dir + "/epoch-1.safetensors";
   edit_header(file, c.from, c.to);
-  const CliResult r = run_trainer_within(kLimit, "--config " + config + " --epochs 4 --resume " + file);
+  const CliResult r =
+      run_trainer_within(kLimit, "--config " + config + " --epochs 4 --resume " + file);
   expect_refused(r, 7, c.needle);
   EXPECT_EQ(r.out.find("Epoch 2/"), std::string::npos) << "training went on: " << r.out;
 }
@@ -169,8 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "make 8"},
         BadPosition{"MoreUpdatesThanSteps", "\"updates\":\"8\"", "\"updates\":\"9\"",
                     "metadata 'updates' is 9"},
-        BadPosition{"HistoryWithABrokenLine", "\\ncpu,", "\\ncpu,0,1\\ncpu,",
-                    "metadata 'history'"},
+        BadPosition{"HistoryWithABrokenLine", "\\ncpu,", "\\ncpu,0,1\\ncpu,", "metadata 'history'"},
         BadPosition{"BatchSizeOfAnotherRun", "\"batch_size\":\"32\"", "\"batch_size\":\"31\"",
                     "was trained with batch size 31"},
         BadPosition{"SeedOfAnotherRun", "\"seed\":\"", "\"seed\":\"1", "was trained with seed 1"}),
@@ -203,18 +205,16 @@ int temporaries(const std::string& dir) {
 // run's complete checkpoint.
 TEST(HostileFiles, TwoRunsWritingOneCheckpointFolderBothSucceed) {
   const std::string dir = fresh_dir("shared");
-  const std::string config = write_temp_file(
-      "hostile_two_runs.yaml",
-      small_model_yaml("hostile_two_runs") + "train: {epochs: 4, batch_size: 32}\n");
+  const std::string config =
+      write_temp_file("hostile_two_runs.yaml", small_model_yaml("hostile_two_runs") +
+                                                   "train: {epochs: 4, batch_size: 32}\n");
   const std::string run = "timeout -k 5 " + std::to_string(kLimit) + " " + TANDEM_TRAINER +
                           " --config " + config + " --quiet --checkpoint-dir " + dir;
   const CliResult r = run_command(run + " --seed 1 > " + test_temp_dir() + "a.out 2>&1 & a=$!; " +
                                   run + " --seed 2 > " + test_temp_dir() + "b.out 2>&1 & b=$!; " +
                                   "wait $a; echo \"a=$?\"; wait $b; echo \"b=$?\"");
-  EXPECT_NE(r.out.find("a=0"), std::string::npos)
-      << r.out << read_bytes(test_temp_dir() + "a.out");
-  EXPECT_NE(r.out.find("b=0"), std::string::npos)
-      << r.out << read_bytes(test_temp_dir() + "b.out");
+  EXPECT_NE(r.out.find("a=0"), std::string::npos) << r.out << read_bytes(test_temp_dir() + "a.out");
+  EXPECT_NE(r.out.find("b=0"), std::string::npos) << r.out << read_bytes(test_temp_dir() + "b.out");
   EXPECT_EQ(temporaries(dir), 0);
   for (int epoch = 1; epoch <= 4; ++epoch) {
     const std::string file = dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
@@ -233,9 +233,9 @@ TEST(HostileFiles, ClassNamesThatAreNotUtf8GiveCheckpointsAStrictReaderPasses) {
   for (const char* split : {"train", "test"})
     fs::rename(fs::path(data) / split / "7", fs::path(data) / split / "sept\xe9");
   const std::string dir = fresh_dir("ckpt");
-  const CliResult r = run_trainer_within(
-      kLimit, "--config " + source_path("configs/lenet_png.yaml") + " --data " + data +
-                  " --epochs 1 --quiet --checkpoint-dir " + dir);
+  const CliResult r =
+      run_trainer_within(kLimit, "--config " + source_path("configs/lenet_png.yaml") + " --data " +
+                                     data + " --epochs 1 --quiet --checkpoint-dir " + dir);
   ASSERT_EQ(r.status, 0) << r.out;
   const std::string bytes = read_bytes(dir + "/epoch-1.safetensors");
   // \xe9 in the list of names, a JSON string in a JSON string: each backslash escaped twice.

@@ -39,8 +39,7 @@ inline ChildResult run_in_child(double seconds, const std::function<int()>& body
   }
   ChildResult r;
   if (pid < 0) return r;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   int status = 0;
   for (;;) {
     const pid_t done = ::waitpid(pid, &status, WNOHANG);
