@@ -30,6 +30,7 @@
 #include "engine/file_check.h"
 #include "engine/graph.h"
 #include "engine/optimizer.h"
+#include "engine/utf8.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -39,43 +40,6 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 
 // --- JSON -------------------------------------------------------------------------------------
 
-// The length of the valid UTF-8 sequence at s[i] (1 to 4), or 0 when the bytes there are not one
-// (overlong forms, surrogates and code points beyond U+10FFFF included, as RFC 3629 defines it).
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;  // U+D800..U+DFFF are surrogates, not characters
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k)
-    if ((b(k) & 0xC0) != 0x80) return 0;
-  return n;
-}
-
-// The byte offset of the first byte of `s` that is not valid UTF-8, or npos.
-size_t invalid_utf8_at(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_length(s, i);
-    if (n == 0) return i;
-    i += n;
-  }
-  return std::string_view::npos;
-}
-
 // A JSON string of `s`. JSON text is UTF-8: a byte that is not part of valid UTF-8 (a folder
 // name in Latin-1, say) is written as the four characters \xNN, so that the header stays valid
 // for every reader and the name stays recognisable.
@@ -84,7 +48,8 @@ std::string json_string(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x80) {
-      const size_t n = utf8_length(s, i);
+      char32_t code = 0;
+      const size_t n = utf8_at(s, i, &code);
       if (n == 0) {
         out += fmt::format("\\\\x{:02x}", c);
       } else {

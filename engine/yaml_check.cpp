@@ -8,41 +8,10 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/utf8.h"
 
 namespace tandem {
 namespace {
-
-// The length of the valid UTF-8 sequence at s[i] (RFC 3629: no overlong forms, surrogates or code
-// points beyond U+10FFFF), or 0 when the bytes there are not one; its code point in *code.
-size_t utf8_at(std::string_view s, size_t i, char32_t* code) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) {
-    *code = c;
-    return 1;
-  }
-  size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2, *code = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3, *code = c & 0x0F;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4, *code = c & 0x07;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(k) & 0xC0) != 0x80) return 0;
-    *code = (*code << 6) | (b(k) & 0x3F);
-  }
-  return n;
-}
 
 // YAML 1.2's printable characters (c-printable), less the byte order mark, which it allows only
 // at the start: tab, line feed, carriage return, U+0020..U+007E, NEL, U+00A0 and up but for the
