@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -538,6 +539,45 @@ TEST(Checkpoint, WhatTandemWritesPassesTheStrictReader) {
   const int strict = strict_reader_status(path);
   if (strict == -1) GTEST_SKIP() << "no /usr/bin/python3 to run the strict reader";
   EXPECT_EQ(strict, 0);
+}
+
+// This host's name as temporary file names hold it (letters, digits, '-', '_').
+std::string host_tag() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string tag(name);
+  for (char& c : tag)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+  return tag;
+}
+
+// The temporaries of dead writers on this host go; a live writer's, another host's (which this
+// one cannot tell alive or dead) and files that only look alike stay.
+TEST(Checkpoint, OnlyTheTemporariesOfDeadWritersOnThisHostAreRemoved) {
+  const std::string dir = temp_path("stale_tmp");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string host = host_tag();
+  auto name = [&](const std::string& h, pid_t pid) {
+    return ".epoch-1.safetensors.tmp." + h + "." + std::to_string(pid) + ".a1B2c3";
+  };
+  const std::vector<std::string> stale = {name(host, dead)};
+  const std::vector<std::string> kept = {name(host, ::getpid()), name("other-host", dead),
+                                         "epoch-1.safetensors", ".epoch-1.safetensors.tmp"};
+  for (const auto& n : stale) write_all(dir + "/" + n, "x");
+  for (const auto& n : kept) write_all(dir + "/" + n, "x");
+  EXPECT_EQ(remove_stale_temporaries(dir), 1u);
+  for (const auto& n : stale) EXPECT_FALSE(std::filesystem::exists(dir + "/" + n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(std::filesystem::exists(dir + "/" + n)) << n;
+  // And a checkpoint written there removes them too.
+  write_all(dir + "/" + stale[0], "x");
+  Tensors src = model_tensors();
+  write_checkpoint(dir + "/epoch-2.safetensors", src.named, some_meta());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + stale[0]));
 }
 
 // --- Metadata: every field in its range before anything uses it ------------------------------

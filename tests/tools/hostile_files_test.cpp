@@ -101,6 +101,17 @@ TEST(HostileFiles, MetricsIntoAFifoIsRefusedBeforeTraining) {
   EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << "training started: " << r.out;
 }
 
+TEST(HostileFiles, APlotIntoAFifoIsRefusedBeforeTraining) {
+#ifndef TANDEM_WITH_PLPLOT
+  GTEST_SKIP() << "this build has no plotting (PLplot was not found)";
+#endif
+  const std::string fifo = make_fifo(test_temp_dir() + "plot.png");
+  const CliResult r = run_trainer_within(
+      kLimit, "--config " + one_epoch_config("hostile_plot") + " --plot " + fifo);
+  expect_refused(r, 2, "--plot " + fifo + " is a FIFO (named pipe), not a file to write");
+  EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << "training started: " << r.out;
+}
+
 TEST(HostileFiles, AnMnistFileThatIsAFifoIsRefusedByName) {
   const std::string data = fresh_dir("mnist");
   fs::copy(source_path("datasets/mnist-sample"), data, fs::copy_options::recursive);
