@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "engine/error.h"
+#include "engine/file_check.h"
 
 namespace tandem::data_io {
 
@@ -29,9 +30,24 @@ std::string gz_message(gzFile f, const std::string& path, int* code) {
 // Decompresses `path` (or passes a plain file through) chunk by chunk to `sink(bytes, n)`;
 // returns the byte count. Throws DataError naming the file when it cannot be opened or its gzip
 // stream is corrupt.
+// Opens a data file, a regular file only: a FIFO, a device or a folder is refused by name before
+// anything waits on it or reads it without end.
+ReadFile open_data_file(const std::string& path, uint64_t max_bytes) {
+  return ReadFile(path, max_bytes, [&](const std::string& why) {
+    throw DataError("the data file '" + path + "' " + why,
+                    "give the data set's own files (see the data section in README.md)");
+  });
+}
+
 template <typename Sink>
-uint64_t stream_file(const std::string& path, Sink&& sink) {
-  gzFile f = gzopen(path.c_str(), "rb");
+uint64_t stream_file(const std::string& path, uint64_t max_bytes, Sink&& sink) {
+  gzFile f = nullptr;
+  {
+    const ReadFile file = open_data_file(path, max_bytes);
+    const int fd = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
+    f = fd >= 0 ? gzdopen(fd, "rb") : nullptr;
+    if (!f && fd >= 0) ::close(fd);
+  }
   if (!f) {
     int err = errno;
     throw DataError("cannot open '" + path + "': " + (err ? std::strerror(err) : "out of memory"),
@@ -69,13 +85,9 @@ uint64_t stream_file(const std::string& path, Sink&& sink) {
   return total;
 }
 
-bool gzipped(const std::string& path) {
+bool gzipped(const ReadFile& file) {
   unsigned char magic[2] = {0, 0};
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;  // opening it again reports why
-  const size_t n = std::fread(magic, 1, 2, f);
-  std::fclose(f);
-  return n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  return file.read_at(0, magic, 2) && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
 // An unlinked temporary file open for reading and writing: it goes when it is closed, or when
@@ -94,28 +106,34 @@ int anonymous_file() {
 
 std::vector<uint8_t> read_file(const std::string& path) {
   std::vector<uint8_t> out;
-  stream_file(path, [&](const uint8_t* p, size_t n) { out.insert(out.end(), p, p + n); });
+  stream_file(path, kMaxWholeDataBytes, [&](const uint8_t* p, size_t n) {
+    // A gzip stream can unpack to far more than its file: the bound holds for what is kept.
+    if (out.size() + n > kMaxWholeDataBytes)
+      throw DataError("the data file '" + path + "' unpacks to more than " +
+                          byte_size_text(kMaxWholeDataBytes) + ", more than such a file may have",
+                      "check that it is the data set's own file (it may be damaged)");
+    out.insert(out.end(), p, p + n);
+  });
   return out;
 }
 
 RecordFile::RecordFile(const std::string& path) : path_(path) {
-  if (!gzipped(path)) {
-    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd_ < 0 || fstat(fd_, &st) != 0) {
-      const int err = errno;
-      if (fd_ >= 0) close(fd_);
-      throw DataError("cannot open '" + path + "': " + std::strerror(err),
-                      "check that the file exists and is readable");
+  {
+    const ReadFile file = open_data_file(path, kMaxRecordBytes);
+    if (!gzipped(file)) {
+      fd_ = ::fcntl(file.fd(), F_DUPFD_CLOEXEC, 0);
+      if (fd_ < 0)
+        throw DataError("cannot open '" + path + "': " + std::strerror(errno),
+                        "check that the file exists and is readable");
+      size_ = file.size();
+      return;
     }
-    size_ = static_cast<uint64_t>(st.st_size);
-    return;
   }
   struct NoRoom {};
   fd_ = anonymous_file();
   try {
     if (fd_ < 0) throw NoRoom{};
-    size_ = stream_file(path, [&](const uint8_t* p, size_t n) {
+    size_ = stream_file(path, kMaxRecordBytes, [&](const uint8_t* p, size_t n) {
       for (size_t done = 0; done < n;) {
         const ssize_t w = write(fd_, p + done, n - done);
         if (w < 0 && errno == EINTR) continue;
@@ -175,6 +193,8 @@ std::string find_first(const std::string& folder, const std::vector<std::string>
   for (const std::string& name : names) {
     std::string p = join(folder, name);
     if (fs::is_regular_file(p, ec)) return p;
+    // A FIFO or a device under a data file's name is refused by name, not passed over.
+    if (fs::exists(p, ec) && !fs::is_directory(p, ec)) open_data_file(p, kMaxRecordBytes);
   }
   return "";
 }

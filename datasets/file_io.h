@@ -39,7 +39,8 @@ class RecordFile {
 void require_folder(const std::string& folder, const std::string& what, const std::string& hint,
                     const std::string& from = "");
 
-// The first of `names` that exists in `folder` as a regular file, or "" when none does.
+// The first of `names` that exists in `folder` as a regular file, or "" when none does. Throws
+// DataError naming one that exists as something else than a file or a folder (a FIFO, a device).
 std::string find_first(const std::string& folder, const std::vector<std::string>& names);
 
 std::string join(const std::string& folder, const std::string& name);

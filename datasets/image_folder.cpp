@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "datasets/file_io.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 
 namespace tandem {
 
@@ -53,12 +52,21 @@ void list_dir(const std::string& dir, std::vector<std::string>* folders,
   if (files) std::sort(files->begin(), files->end());
 }
 
-// The bytes of `path`, or "" in *error when the file cannot be read.
+// The most pixels an image may announce: stb_image would allocate them before decoding a byte.
+constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
+
+// The bytes of `path`, or why not in *error: a regular file of a sane size only, so that a FIFO
+// or a device (/dev/zero) is refused at once instead of hanging or filling memory.
 std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (!in.good() && !in.eof()) *error = "cannot be read";
+  std::vector<uint8_t> bytes;
+  try {
+    const ReadFile file(path, kMaxImageBytes,
+                        [&](const std::string& why) { throw DataError(why); });
+    bytes.resize(static_cast<size_t>(file.size()));
+    if (!file.read_at(0, bytes.data(), bytes.size())) *error = "cannot be read";
+  } catch (const DataError& e) {
+    *error = e.cause();
+  }
   return bytes;
 }
 
@@ -72,6 +80,11 @@ std::string decode(const std::string& path, int c, int h, int w, bool resize, ui
   if (bytes.empty()) return "decode:is empty";
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return "decode:is larger than 2 GiB";
   int iw = 0, ih = 0, file_channels = 0;
+  if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &iw, &ih,
+                            &file_channels) &&
+      int64_t{iw} * ih > kMaxImagePixels)
+    return "decode:announces " + std::to_string(iw) + "x" + std::to_string(ih) +
+           " pixels, more than an image of a training set has";
   // stb_image converts to `c` channels itself: gray <-> RGB, alpha added (opaque) or dropped.
   stbi_uc* pixels = stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &iw, &ih,
                                           &file_channels, c);

@@ -6,9 +6,13 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -16,14 +20,17 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string_view>
 
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 #include "engine/graph.h"
 #include "engine/optimizer.h"
+#include "engine/utf8.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -33,9 +40,24 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 
 // --- JSON -------------------------------------------------------------------------------------
 
+// A JSON string of `s`. JSON text is UTF-8: a byte that is not part of valid UTF-8 (a folder
+// name in Latin-1, say) is written as the four characters \xNN, so that the header stays valid
+// for every reader and the name stays recognisable.
 std::string json_string(const std::string& s) {
   std::string out = "\"";
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      char32_t code = 0;
+      const size_t n = utf8_at(s, i, &code);
+      if (n == 0) {
+        out += fmt::format("\\\\x{:02x}", c);
+      } else {
+        out.append(s, i, n);
+        i += n - 1;
+      }
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -80,6 +102,10 @@ class JsonReader {
  public:
   JsonReader(const std::string& s, const std::string& what) : s_(s), what_(what) {}
   Json document() {
+    if (const size_t bad = invalid_utf8_at(s_); bad != std::string_view::npos) {
+      i_ = bad;
+      fail("a byte that is not UTF-8 (JSON text is UTF-8)");
+    }
     Json j = value(0);
     skip();
     if (i_ != s_.size()) fail("unexpected text after the header object");
@@ -115,8 +141,14 @@ class JsonReader {
         ++i_;
         return j;
       }
+      std::set<std::string> keys;
       for (;;) {
+        const size_t at = i_;
         std::string key = string();
+        if (!keys.insert(key).second) {
+          i_ = at;
+          fail("the key \"" + key + "\" appears twice in one object");
+        }
         expect(':');
         j.members.emplace_back(std::move(key), value(depth + 1));
         if (peek() == ',') {
@@ -150,19 +182,40 @@ class JsonReader {
       return j;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
+      // JSON's integers: -?(0|[1-9][0-9]*). Fractions and exponents are numbers JSON allows but
+      // no field of the format takes.
       j.kind = Json::kNumber;
-      size_t start = i_++;
+      const size_t start = i_;
+      if (s_[i_] == '-') ++i_;
+      const size_t digits = i_;
       while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+      if (i_ == digits) fail("a '-' without digits");
+      if (s_[digits] == '0' && i_ - digits > 1) fail("a number with a leading zero");
+      if (i_ < s_.size() && (s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E'))
+        fail("a number that is not an integer");
       j.text = s_.substr(start, i_ - start);
       return j;
     }
     fail("expected an object, array, string or integer");
+  }
+  // Four hex digits of a \u escape.
+  unsigned hex4() {
+    unsigned code = 0;
+    if (i_ + 4 > s_.size() ||
+        std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr != s_.data() + i_ + 4)
+      fail("bad \\u escape");
+    i_ += 4;
+    return code;
   }
   std::string string() {
     expect('"');
     std::string out;
     while (i_ < s_.size() && s_[i_] != '"') {
       char c = s_[i_++];
+      if (static_cast<unsigned char>(c) < 0x20) {
+        --i_;
+        fail("a control character inside a string (JSON needs it escaped)");
+      }
       if (c != '\\') {
         out += c;
         continue;
@@ -191,14 +244,19 @@ class JsonReader {
           out += '\f';
           break;
         case 'u': {
-          unsigned code = 0;
-          if (i_ + 4 > s_.size() ||
-              std::from_chars(s_.data() + i_, s_.data() + i_ + 4, code, 16).ptr !=
-                  s_.data() + i_ + 4)
-            fail("bad \\u escape");
-          i_ += 4;
-          if (code >= 0x80) fail("only ASCII \\u escapes are written by tandem");
-          out += static_cast<char>(code);
+          // UTF-16 in the escape: a character beyond U+FFFF is a surrogate pair; a lone
+          // surrogate is no character at all.
+          unsigned code = hex4();
+          if (code >= 0xDC00 && code <= 0xDFFF) fail("a lone surrogate in a \\u escape");
+          if (code >= 0xD800 && code <= 0xDBFF) {
+            if (i_ + 2 > s_.size() || s_[i_] != '\\' || s_[i_ + 1] != 'u')
+              fail("a lone surrogate in a \\u escape");
+            i_ += 2;
+            const unsigned low = hex4();
+            if (low < 0xDC00 || low > 0xDFFF) fail("a lone surrogate in a \\u escape");
+            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+          }
+          append_utf8(out, code);
           break;
         }
         default:
@@ -208,6 +266,24 @@ class JsonReader {
     if (i_ >= s_.size()) fail("a string does not end");
     ++i_;
     return out;
+  }
+
+  static void append_utf8(std::string& out, unsigned code) {
+    if (code < 0x80) {
+      out += static_cast<char>(code);
+    } else if (code < 0x800) {
+      out += static_cast<char>(0xC0 | (code >> 6));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else if (code < 0x10000) {
+      out += static_cast<char>(0xE0 | (code >> 12));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (code >> 18));
+      out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (code & 0x3F));
+    }
   }
 
   const std::string& s_;
@@ -241,22 +317,39 @@ struct Header {
   uint64_t data_start = 0;  // byte offset of the data section in the file
 };
 
-// Reads and checks the header: sizes, JSON, dtypes, offsets inside the file.
-Header read_header(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw CheckpointError(fmt::format("checkpoint '{}' does not exist", path),
-                          "check the checkpoint's path");
-  if (fs::is_directory(path, ec))
-    throw CheckpointError(fmt::format("'{}' is a folder, not a checkpoint file", path),
-                          "give a .safetensors file, or the folder to --resume");
-  const uint64_t file_size = fs::file_size(path, ec);
-  std::ifstream in(path, std::ios::binary);
-  if (!in || ec)
-    throw CheckpointError(fmt::format("cannot read checkpoint '{}'", path),
-                          "check its permissions");
+// Opens a checkpoint file: a regular file only (a FIFO, a device or a folder is refused before it
+// is read, so that nothing waits on it or reads it without end).
+std::unique_ptr<ReadFile> open_checkpoint(const std::string& path) {
+  return std::make_unique<ReadFile>(path, kMaxRecordBytes, [&](const std::string& why) {
+    if (why == "does not exist")
+      throw CheckpointError(fmt::format("checkpoint '{}' does not exist", path),
+                            "check the checkpoint's path");
+    if (why.starts_with("is a folder"))
+      throw CheckpointError(fmt::format("'{}' is a folder, not a checkpoint file", path),
+                            "give a .safetensors file, or the folder to --resume");
+    throw CheckpointError(fmt::format("checkpoint '{}' {}", path, why),
+                          "give a .safetensors file written by trainer (--checkpoint-dir)");
+  });
+}
+
+// The number of elements of a shape, or -1 when it does not fit 63 bits.
+int64_t checked_numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d != 0 && n > INT64_MAX / d) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+// Reads and checks the whole header before any of it is used, as strictly as the safetensors
+// library's own loader: the length, UTF-8 JSON without duplicate keys, each tensor's dtype, shape
+// and byte size, and offsets that tile the data section exactly (in order, no hole, no overlap,
+// nothing after the last tensor).
+Header read_header(const ReadFile& file, const std::string& path) {
+  const uint64_t file_size = file.size();
   unsigned char len_bytes[8];
-  if (file_size < 8 || !in.read(reinterpret_cast<char*>(len_bytes), 8))
+  if (file_size < 8 || !file.read_at(0, len_bytes, 8))
     corrupt(path, fmt::format("it has {} bytes, fewer than the 8 of the header length", file_size));
   uint64_t len = 0;
   for (int i = 7; i >= 0; --i) len = (len << 8) | len_bytes[i];
@@ -269,8 +362,10 @@ Header read_header(const std::string& path) {
     corrupt(path, fmt::format("its header claims {} bytes but the file has {} after the length",
                               len, file_size - 8));
   std::string text(len, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(len)))
+  if (!file.read_at(8, text.data(), static_cast<size_t>(len)))
     corrupt(path, "the header cannot be read");
+  if (text.empty() || text[0] != '{')
+    corrupt(path, "the header is not valid JSON for the format: it does not start with '{'");
   Json root = JsonReader(text, "checkpoint '" + path + "'").document();
   if (root.kind != Json::kObject) corrupt(path, "the header is not a JSON object");
 
@@ -286,10 +381,15 @@ Header read_header(const std::string& path) {
       }
       continue;
     }
+    if (j.kind != Json::kObject)
+      corrupt(path, "tensor '" + name + "' is not an object of dtype, shape and data_offsets");
+    for (const auto& [key, v] : j.members)
+      if (key != "dtype" && key != "shape" && key != "data_offsets")
+        corrupt(path, fmt::format("tensor '{}' has an unknown field '{}'", name, key));
     const Json* dtype = j.find("dtype");
     const Json* shape = j.find("shape");
     const Json* offsets = j.find("data_offsets");
-    if (j.kind != Json::kObject || !dtype || !shape || !offsets)
+    if (!dtype || !shape || !offsets)
       corrupt(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
     if (dtype->kind != Json::kString || dtype->text != "F32")
       corrupt(path,
@@ -301,10 +401,12 @@ Header read_header(const std::string& path) {
     std::vector<int64_t> dims;
     for (const Json& d : shape->items) {
       int64_t v = integer(d, path, "a dimension of '" + name + "'");
-      if (v < 0 || v > (int64_t{1} << 40))
-        corrupt(path, "tensor '" + name + "' has a bad dimension");
+      if (v < 0) corrupt(path, fmt::format("tensor '{}' has a negative dimension {}", name, v));
       dims.push_back(v);
     }
+    const int64_t numel = checked_numel(dims);
+    if (numel < 0 || numel > INT64_MAX / 4)
+      corrupt(path, fmt::format("tensor '{}' has a shape whose size overflows", name));
     e.shape = Shape(dims);
     const int64_t b = integer(offsets->items[0], path, "an offset of '" + name + "'");
     const int64_t en = integer(offsets->items[1], path, "an offset of '" + name + "'");
@@ -314,11 +416,34 @@ Header read_header(const std::string& path) {
                           name, b, en, data_size));
     e.begin = static_cast<uint64_t>(b);
     e.end = static_cast<uint64_t>(en);
-    if (e.end - e.begin != static_cast<uint64_t>(e.shape.numel()) * 4)
+    if (e.end - e.begin != static_cast<uint64_t>(numel) * 4)
       corrupt(path, fmt::format("tensor '{}' of shape {} needs {} bytes but has {}", name,
-                                e.shape.str(), e.shape.numel() * 4, e.end - e.begin));
+                                e.shape.str(), numel * 4, e.end - e.begin));
     h.entries.push_back(std::move(e));
   }
+  // The tensors, in the order of their offsets, must cover the data section end to end: an
+  // overlap would let two tensors share bytes, a hole or a tail would be bytes nobody owns.
+  std::vector<const Entry*> order;
+  for (const Entry& e : h.entries) order.push_back(&e);
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  uint64_t covered = 0;
+  for (const Entry* e : order) {
+    if (e->begin != covered)
+      corrupt(path,
+              fmt::format("tensor '{}' starts at byte {} of the data section, where {} "
+                          "(the tensors must follow each other without gap or overlap)",
+                          e->name, e->begin,
+                          e->begin < covered ? fmt::format("bytes up to {} already belong "
+                                                           "to another tensor",
+                                                           covered)
+                                             : fmt::format("the one before ends at {}", covered)));
+    covered = e->end;
+  }
+  if (covered != data_size)
+    corrupt(path,
+            fmt::format("its tensors cover {} bytes of a data section of {}", covered, data_size));
   return h;
 }
 
@@ -339,6 +464,14 @@ uint64_t meta_int(const Header& h, const std::string& key, const std::string& pa
           it->second.data() + it->second.size())
     corrupt(path, "metadata '" + key + "' is missing or not a number");
   return v;
+}
+
+// A count (epoch, batch, batch size): an integer of 0 or more that fits int64_t.
+int64_t meta_count(const Header& h, const std::string& key, const std::string& path) {
+  const uint64_t v = meta_int(h, key, path);
+  if (v > static_cast<uint64_t>(INT64_MAX))
+    corrupt(path, fmt::format("metadata '{}' is {}, more than any run counts", key, v));
+  return static_cast<int64_t>(v);
 }
 
 // Comma-separated floats; absent (older checkpoints): none.
@@ -444,6 +577,18 @@ std::vector<EpochStats> history_of(const std::string& text, const std::string& p
   return epochs;
 }
 
+// data.normalize as trained: one mean and one positive deviation per channel, all finite.
+void check_normalize(const CheckpointMeta& m, const std::string& path) {
+  if (m.normalize_mean.size() != m.normalize_std.size())
+    corrupt(path, fmt::format("metadata 'normalize_mean' has {} values but 'normalize_std' {}",
+                              m.normalize_mean.size(), m.normalize_std.size()));
+  for (float v : m.normalize_mean)
+    if (!std::isfinite(v)) corrupt(path, fmt::format("metadata 'normalize_mean' holds {}", v));
+  for (float v : m.normalize_std)
+    if (!std::isfinite(v) || v <= 0)
+      corrupt(path, fmt::format("metadata 'normalize_std' holds {}; a deviation is positive", v));
+}
+
 CheckpointMeta meta_of(const Header& h, const std::string& path) {
   CheckpointMeta m;
   auto text = [&](const std::string& key) {
@@ -461,10 +606,13 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   m.config_text = text("config");
   if (auto it = h.meta.find("config_file"); it != h.meta.end()) m.config_file = it->second;
   m.device = text("device");
-  m.epoch = static_cast<int64_t>(meta_int(h, "epoch", path));
-  m.batch = static_cast<int64_t>(meta_int(h, "batch", path));
+  m.epoch = meta_count(h, "epoch", path);
+  m.batch = meta_count(h, "batch", path);
   m.step = meta_int(h, "step", path);
   m.updates = h.meta.count("updates") ? meta_int(h, "updates", path) : m.step;
+  if (m.updates > m.step)
+    corrupt(path, fmt::format("metadata 'updates' is {}, more than the {} steps of metadata 'step'",
+                              m.updates, m.step));
   m.seed = meta_int(h, "seed", path);
   m.normalize_mean = meta_floats(h, "normalize_mean", path);
   m.normalize_std = meta_floats(h, "normalize_std", path);
@@ -477,24 +625,91 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
       m.class_names.push_back(n.text);
     }
   }
-  if (h.meta.count("batch_size"))
-    m.batch_size = static_cast<int64_t>(meta_int(h, "batch_size", path));
-  if (h.meta.count("processes")) m.processes = static_cast<int64_t>(meta_int(h, "processes", path));
+  if (h.meta.count("batch_size")) m.batch_size = meta_count(h, "batch_size", path);
+  if (h.meta.count("processes")) m.processes = meta_count(h, "processes", path);
+  if (m.processes < 1) corrupt(path, "metadata 'processes' is 0; a run has one process or more");
   if (auto it = h.meta.find("best_metric"); it != h.meta.end() && !it->second.empty()) {
     m.best_metric = it->second;
-    m.best_epoch = static_cast<int64_t>(meta_int(h, "best_epoch", path));
+    m.best_epoch = meta_count(h, "best_epoch", path);
+    if (m.best_epoch > m.epoch)
+      corrupt(path, fmt::format("metadata 'best_epoch' is {}, after the {} epochs of metadata "
+                                "'epoch'",
+                                m.best_epoch, m.epoch));
     auto v = h.meta.find("best_value");
     if (v == h.meta.end() ||
         std::from_chars(v->second.data(), v->second.data() + v->second.size(), m.best_value).ptr !=
             v->second.data() + v->second.size())
       corrupt(path, "metadata 'best_value' is missing or not a number");
+    if (m.best_epoch > 0 && !std::isfinite(m.best_value))
+      corrupt(path, fmt::format("metadata 'best_value' is {}, not a finite number", m.best_value));
   }
+  check_normalize(m, path);
   if (auto it = h.meta.find("history"); it != h.meta.end())
     m.history = history_of(it->second, path);
+  // The figures of epochs 1, 2, ... in order, none after the epochs done.
+  int64_t last = 0;
+  for (const EpochStats& e : m.history) {
+    if (e.epoch <= last || e.epoch > m.epoch)
+      corrupt(path, fmt::format("metadata 'history' holds epoch {} {}", e.epoch,
+                                e.epoch <= last ? fmt::format("after epoch {}", last)
+                                                : fmt::format("beyond the {} epochs of metadata "
+                                                              "'epoch'",
+                                                              m.epoch)));
+    if (e.skipped_steps < 0 || e.seconds < 0 || e.images_per_second < 0)
+      corrupt(path, fmt::format("metadata 'history' holds a negative count or time at epoch {}",
+                                e.epoch));
+    last = e.epoch;
+  }
   return m;
 }
 
+// This host's name as it goes into temporary file names: letters, digits, '-' and '_' only.
+std::string host_tag() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || !name[0]) return "host";
+  std::string tag(name);
+  for (char& c : tag)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+  return tag;
+}
+
+// ".NAME.tmp.HOST.PID.": the start of this process's temporary files for NAME (a random part
+// follows). It says which process on which host writes it, so that a later run can tell the
+// leftovers of a process that died from the file a live run is still writing.
+std::string temporary_prefix(const std::string& name) {
+  return fmt::format(".{}.tmp.{}.{}.", name, host_tag(), ::getpid());
+}
+
 }  // namespace
+
+size_t remove_stale_temporaries(const std::string& folder) {
+  const std::string host = host_tag();
+  size_t removed = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    // ".NAME.tmp.HOST.PID.XXXXXX", from the right: the random part, the process, the host.
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(".")) continue;
+    const size_t random_dot = name.rfind('.');
+    if (random_dot == std::string::npos || random_dot == 0) continue;
+    const size_t pid_dot = name.rfind('.', random_dot - 1);
+    if (pid_dot == std::string::npos || pid_dot == 0) continue;
+    const size_t host_dot = name.rfind('.', pid_dot - 1);
+    if (host_dot == std::string::npos || host_dot < 4 ||
+        name.compare(host_dot - 4, 4, ".tmp") != 0 ||
+        name.compare(host_dot + 1, pid_dot - host_dot - 1, host) != 0)
+      continue;
+    pid_t pid = 0;
+    const char* first = name.data() + pid_dot + 1;
+    const char* last = name.data() + random_dot;
+    if (std::from_chars(first, last, pid).ptr != last || pid <= 0) continue;
+    // Another host's, or a live process's (this one's included): not ours to touch.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code remove_ec;
+    if (entry.is_regular_file(remove_ec) && fs::remove(entry.path(), remove_ec)) ++removed;
+  }
+  return removed;
+}
 
 NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer) {
   NamedTensors out;
@@ -548,7 +763,15 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
 
   const fs::path target(path);
-  const fs::path tmp = target.parent_path() / fmt::format(".{}.tmp", target.filename().string());
+  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
+  if (const std::string why = output_problem(path); !why.empty())
+    throw CheckpointError(fmt::format("cannot write checkpoint '{}': it {}", path, why),
+                          "remove it, or write the checkpoints to another folder");
+  remove_stale_temporaries(folder);
+  // A name of this process's own (mkstemps: created exclusively), renamed over `path` once
+  // complete: two runs writing one folder each commit a whole file, the last rename wins.
+  std::string tmp =
+      (fs::path(folder) / (temporary_prefix(target.filename().string()) + "XXXXXX")).string();
   auto fail = [&](const std::string& what) {
     const int error = errno;  // before remove() sets its own
     std::remove(tmp.c_str());
@@ -556,8 +779,20 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
         fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(error)),
         "check that the folder exists, is writable and has free space");
   };
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("cannot create " + tmp.string());
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  FILE* f = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
+  if (!f) {
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    errno = error;
+    const std::string pattern = tmp;
+    tmp.clear();  // nothing of ours to remove
+    fail("cannot create " + pattern);
+  }
+  // mkostemp makes it 0600; a checkpoint is as readable as any file the user makes.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
   bool ok = std::fwrite(len, 1, 8, f) == 8 &&
@@ -574,7 +809,6 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   if (!ok) fail("writing failed");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the temporary file failed");
   // The rename itself lives in the folder: sync it too, so a power cut keeps the new name.
-  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
   if (int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
     ::fsync(fd);
     ::close(fd);
@@ -582,11 +816,14 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
-  return meta_of(read_header(path), path);
+  return meta_of(read_header(*open_checkpoint(path), path), path);
 }
 
 CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
-  const Header h = read_header(path);
+  // One open file for the header and the data: a checkpoint renamed over this one meanwhile (by
+  // another run writing the same folder) cannot mix its tensors with this header.
+  const std::unique_ptr<ReadFile> file = open_checkpoint(path);
+  const Header h = read_header(*file, path);
   CheckpointMeta meta = meta_of(h, path);
   std::map<std::string, const Entry*> by_name;
   for (const Entry& e : h.entries) by_name[e.name] = &e;
@@ -620,14 +857,12 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
         fmt::format("checkpoint '{}' has tensors the model lacks: {}", path, list(extra)), hint);
 
   // Everything fits: read all data to the host first, so a failed read leaves the model as it was.
-  std::ifstream in(path, std::ios::binary);
   std::vector<std::vector<float>> data;
   for (const auto& [name, t] : tensors) {
     const Entry& e = *by_name[name];
     data.emplace_back(static_cast<size_t>(t.numel()));
-    in.seekg(static_cast<std::streamoff>(h.data_start + e.begin));
-    if (!in.read(reinterpret_cast<char*>(data.back().data()),
-                 static_cast<std::streamsize>(e.end - e.begin)))
+    if (!file->read_at(h.data_start + e.begin, data.back().data(),
+                       static_cast<size_t>(e.end - e.begin)))
       corrupt(path, "tensor '" + name + "' cannot be read");
     // tandem writes no checkpoint of non-finite weights (the run stops before): such values are
     // damage, which would show only as a NaN loss, or as an update gone wrong when resuming.
@@ -668,8 +903,10 @@ std::string find_checkpoint(const std::string& path) {
   fs::file_time_type best_time;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const fs::path& p = entry.path();
+    // Temporaries (".NAME.tmp...") and anything not a regular file (a FIFO would hang the read)
+    // are not checkpoints.
     if (p.extension() != ".safetensors" || p.filename().string().front() == '.' ||
-        p.filename() == kBestCheckpoint)
+        p.filename() == kBestCheckpoint || !entry.is_regular_file(ec))
       continue;
     auto t = entry.last_write_time(ec);
     if (best.empty() || t > best_time || (t == best_time && p > best)) {

@@ -50,9 +50,15 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer);
 
 // Writes the tensors (downloaded from their backends) and the metadata atomically: a temporary
-// file in the same folder, synced, then renamed over `path`.
+// file of this process's own in the same folder, synced, then renamed over `path`, so that `path`
+// always holds one writer's complete file, whatever other runs, crashes or a full disk do.
 void write_checkpoint(const std::string& path, const NamedTensors& tensors,
                       const CheckpointMeta& meta);
+
+// Removes the temporary files that writers on this host left in `folder` when they died (a
+// crash, SIGKILL) before renaming them into place; those of live processes, and of other hosts
+// sharing the folder, are left alone. write_checkpoint calls it; returns how many went.
+size_t remove_stale_temporaries(const std::string& folder);
 
 // Reads and checks a checkpoint's header only (no tensors): throws CheckpointError.
 CheckpointMeta read_checkpoint_meta(const std::string& path);

@@ -10,10 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "engine/epoch_metric.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 #include "engine/layer_registry.h"
+#include "engine/yaml_check.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -171,14 +174,16 @@ ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
                       "write it as {key: value, ...} or as an indented block of 'key: value' lines");
   }
   // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and lookups would take the first: refuse them.
-  if (node_ && node_.IsMap())
+  // One pass with a hash map: a mapping of many keys costs time in proportion to its size.
+  if (node_ && node_.IsMap()) {
+    std::unordered_map<std::string, YAML::Mark> seen;
     for (auto it = node_.begin(); it != node_.end(); ++it)
-      for (auto first = node_.begin(); first != it; ++first)
-        if (first->first.Scalar() == it->first.Scalar())
-          throw ConfigError(file_ + ":" + mark_str(it->first.Mark()) + ": " + context_ +
-                                (context_.empty() ? "" : ": ") + "'" + it->first.Scalar() +
-                                "' appears twice (first at " + mark_str(first->first.Mark()) + ")",
-                            "keep one of them");
+      if (auto [first, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark()); !fresh)
+        throw ConfigError(file_ + ":" + mark_str(it->first.Mark()) + ": " + context_ +
+                              (context_.empty() ? "" : ": ") + "'" + it->first.Scalar() +
+                              "' appears twice (first at " + mark_str(first->second) + ")",
+                          "keep one of them");
+  }
 }
 
 YAML::Node ConfigMap::lookup(const std::string& key) const {
@@ -985,6 +990,7 @@ void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
 
 Config parse_config(const std::string& text, const std::string& file) {
   YAML::Node root;
+  check_yaml_text(text, file);
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
@@ -992,6 +998,7 @@ Config parse_config(const std::string& text, const std::string& file) {
     throw ConfigError(file + ":" + mark_str(e.mark) + ": malformed YAML: " + e.msg,
                       "check the indentation, colons and brackets on that line and the one before");
   }
+  check_yaml_tree(root, file, text.size());
   if (!root || root.IsNull()) throw ConfigError(file + ": the config is empty", "see configs/lenet.yaml for an example");
   if (!root.IsMap())
     throw ConfigError(file + ":" + mark_str(root.Mark()) + ": expected a mapping at the top level",
@@ -1004,13 +1011,11 @@ Config load_config(const std::string& path) {
   if (fs::is_directory(path, ec))
     throw ConfigError("'" + path + "' is a folder, not a config file",
                       "give a YAML file; ready configs are in configs/ (e.g. configs/lenet.yaml)");
-  std::ifstream in(path);
-  if (!in)
-    throw ConfigError("cannot open config file '" + path + "'",
-                      "check the path; ready configs are in configs/ (e.g. configs/lenet.yaml)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  const std::string text = read_whole_file(path, kMaxConfigBytes, [&](const std::string& why) {
+    throw ConfigError("config file '" + path + "' " + why,
+                      "give a YAML file; ready configs are in configs/ (e.g. configs/lenet.yaml)");
+  });
+  return parse_config(text, path);
 }
 
 }  // namespace tandem

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/file_check.h"
 
 namespace tandem {
 
@@ -92,6 +93,10 @@ void prepare_output_file(const std::string& path, const std::string& flag,
   if (fs::is_directory(out, ec))
     throw UsageError(flag + " " + path + " is a folder",
                      "give a file name, e.g. " + flag + " " + (out / example).string());
+  // A FIFO would block the run at its first write, a device would swallow the figures.
+  if (const std::string why = output_problem(path); !why.empty())
+    throw UsageError(flag + " " + path + " " + why,
+                     "give a file name, e.g. " + flag + " " + example);
   const fs::path folder = out.has_parent_path() ? out.parent_path() : fs::path(".");
   fs::create_directories(folder, ec);
   if (ec)
@@ -116,6 +121,9 @@ MetricsWriter::MetricsWriter(const std::string& path, bool val) : val_(val), pat
 }
 
 void MetricsWriter::open() {
+  // Again at the first write: the path may have been replaced since the run started.
+  if (const std::string why = output_problem(path_); !why.empty())
+    throw UsageError("--metrics " + path_ + " " + why, "give a file name, e.g. metrics.csv");
   out_.open(path_);
   if (!out_)
     throw UsageError("cannot write the metrics file '" + path_ + "'",

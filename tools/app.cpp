@@ -19,6 +19,7 @@
 
 #include "datasets/dataset.h"
 #include "datasets/split.h"
+#include "engine/batch_source.h"
 #include "engine/communicator.h"
 #include "engine/error.h"
 #include "engine/graph.h"
@@ -671,7 +672,9 @@ int run_train(const RunRequest& r) {
         }
       };
       if (!r.resume.empty()) {
-        checkpoints.resumed(resume_from(r.resume, c, options, r.quiet));
+        checkpoints.resumed(
+            resume_from(r.resume, c, options, r.quiet,
+                        ShardedSource(train_src, comm.rank(), comm.size()).batches_per_epoch()));
         run.earlier = checkpoints.history();
         options.earlier = run.earlier;
         if (metrics) metrics->continue_after(run.earlier);

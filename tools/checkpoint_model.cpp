@@ -1,6 +1,8 @@
 // Loading a checkpoint's model for eval and predict.
 #include "tools/checkpoint_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -46,10 +48,26 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
       throw CheckpointError("checkpoint '" + m.path + "' records no data.normalize values, but the "
                                 "config asks for normalize: auto",
                             "give data.normalize: {mean: [...], std: [...]} in a --config");
+    const int64_t channels = m.config.input.rank() == 3 ? m.config.input[0] : 1;
+    const auto n = static_cast<int64_t>(m.meta.normalize_mean.size());
+    if (n != 1 && n != channels)
+      throw CheckpointError(fmt::format("checkpoint '{}' is unusable: metadata 'normalize_mean' "
+                                        "has {} values for samples of {} channel{}",
+                                        m.path, n, channels, channels == 1 ? "" : "s"),
+                            "the file is damaged; use another checkpoint, or give "
+                            "data.normalize: {mean: [...], std: [...]} in a --config");
     m.config.data.mean = m.meta.normalize_mean;
     m.config.data.std = m.meta.normalize_std;
   }
   m.graph = std::make_unique<Graph>(m.config);
+  // Names for the model's outputs, at most one each (predict prints them; a data set may use
+  // fewer classes than the model has outputs).
+  if (const auto names = static_cast<int64_t>(m.meta.class_names.size());
+      names > m.graph->classes())
+    throw CheckpointError(fmt::format("checkpoint '{}' is unusable: metadata 'class_names' has {} "
+                                      "names for the model's {} classes",
+                                      m.path, names, m.graph->classes()),
+                          "the file is damaged; use another checkpoint");
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));
   m.graph->allocate(*m.backend, max_batch > 0 ? max_batch : m.config.train.batch_size,
                     m.config.train.seed);

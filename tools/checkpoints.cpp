@@ -17,6 +17,7 @@
 #include "engine/communicator.h"
 #include "engine/epoch_metric.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 #include "engine/graph.h"
 #include "engine/progress.h"
 #include "engine/run_control.h"
@@ -26,10 +27,9 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_whole_file(path, kMaxConfigBytes, [&](const std::string& why) {
+    throw ConfigError("config file '" + path + "' " + why, "give a YAML file");
+  });
 }
 
 }  // namespace
@@ -234,8 +234,30 @@ void check_same_model(const std::string& file, const CheckpointMeta& meta, const
                           hint);
 }
 
+void check_position(const std::string& file, const CheckpointMeta& meta,
+                    int64_t batches_per_epoch) {
+  auto refuse = [&](const std::string& field, const std::string& why) {
+    throw CheckpointError(
+        fmt::format("checkpoint '{}' cannot be resumed: metadata '{}' {}", file, field, why),
+        "the file is damaged or was written for another data set; resume an earlier checkpoint "
+        "(an epoch-E file), or start a new run without --resume");
+  };
+  // A stop mid-epoch records the batches done of the epoch it was in: fewer than an epoch has.
+  if (meta.batch >= batches_per_epoch)
+    refuse("batch", fmt::format("is {}, but an epoch of this run has {} batch{}", meta.batch,
+                                batches_per_epoch, batches_per_epoch == 1 ? "" : "es"));
+  // Every batch is one step, a skipped one (on_nan: skip_step) included.
+  const auto steps = static_cast<uint64_t>(meta.epoch) * static_cast<uint64_t>(batches_per_epoch) +
+                     static_cast<uint64_t>(meta.batch);
+  if (meta.step != steps)
+    refuse("step", fmt::format("is {}, but {} epoch{} of {} batch{} and {} batch{} more make {}",
+                               meta.step, meta.epoch, meta.epoch == 1 ? "" : "s", batches_per_epoch,
+                               batches_per_epoch == 1 ? "" : "es", meta.batch,
+                               meta.batch == 1 ? "" : "es", steps));
+}
+
 CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
-                           bool quiet) {
+                           bool quiet, int64_t batches_per_epoch) {
   const std::string file = find_checkpoint(path);
   const CheckpointMeta meta = read_checkpoint_meta(file);
   check_same_model(
@@ -277,9 +299,18 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                     meta.epoch, meta.epoch == 1 ? "" : "s", config.train.epochs),
         fmt::format("--epochs is the total: pass --epochs {} or more to train further",
                     meta.epoch + 1));
+  check_position(file, meta, batches_per_epoch);
   options.start = {meta.epoch, meta.batch, meta.step};
-  options.on_start = [file](TrainStep& step) {
-    restore_checkpoint(file, step.graph(), step.optimizer());
+  options.on_start = [file, meta](TrainStep& step) {
+    // Another run may have written a new file under this name since it was checked.
+    const CheckpointMeta now = restore_checkpoint(file, step.graph(), step.optimizer());
+    if (now.epoch != meta.epoch || now.batch != meta.batch || now.step != meta.step ||
+        now.seed != meta.seed)
+      throw CheckpointError(
+          fmt::format("checkpoint '{}' changed while the run started (it was at step {}, it is "
+                      "at step {}): another run writes to its folder",
+                      file, meta.step, now.step),
+          "give each run its own --checkpoint-dir, then --resume again");
   };
   if (!quiet)
     fmt::print("Resume {} (written on {}): epoch {}, step {}{}\n", file, meta.device,

@@ -63,10 +63,15 @@ void prune_checkpoints(const std::string& dir, int64_t keep);
 void check_same_model(const std::string& file, const CheckpointMeta& meta, const Config& config,
                       const std::string& hint);
 
-// --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run, sets
-// where the run starts and the restore of its weights and optimizer state; says so unless quiet.
-// Returns the checkpoint's metadata.
+// Throws CheckpointError naming the metadata field when the position a checkpoint records (batch,
+// step) cannot belong to a run of `batches_per_epoch` batches an epoch (each process's).
+void check_position(const std::string& file, const CheckpointMeta& meta, int64_t batches_per_epoch);
+
+// --resume PATH: checks the checkpoint (PATH, or the newest in folder PATH) against the run of
+// `batches_per_epoch` batches an epoch (each process's), every field of its metadata before any
+// is used, sets where the run starts and the restore of its weights and optimizer state (which
+// must find the position it was checked with); says so unless quiet. Returns its metadata.
 CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
-                           bool quiet);
+                           bool quiet, int64_t batches_per_epoch);
 
 }  // namespace tandem

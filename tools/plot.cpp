@@ -2,6 +2,7 @@
 #include "tools/plot.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -237,7 +238,9 @@ void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, i
   std::error_code ec;
   // Drawn under a temporary name and renamed, so that the path holds a whole plot or none.
   const fs::path out(path);
-  const fs::path tmp = out.parent_path() / fmt::format(".{}.tmp", out.filename().string());
+  // Of this process's own: two runs drawing one plot each rename a whole file into place.
+  const fs::path tmp =
+      out.parent_path() / fmt::format(".{}.tmp.{}", out.filename().string(), ::getpid());
   plot_in_progress = path;
   // A fresh stream per plot: PLplot keeps global state per stream.
   PLINT previous = 0, stream = 0;

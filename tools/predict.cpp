@@ -11,6 +11,7 @@
 #include "datasets/dataset.h"
 #include "datasets/image_folder.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 #include "tools/checkpoint_model.h"
 
 namespace tandem {
@@ -44,7 +45,14 @@ Input expand(const std::string& path) {
     throw DataError("'" + path + "' does not exist",
                     "check the path; predict takes image files (PNG, JPEG, BMP, GIF, TGA, PGM, "
                     "PPM) and folders of them");
-  if (!fs::is_directory(st)) return {"", {path}};
+  if (!fs::is_directory(st)) {
+    // Refused here, by name, before any image is read: a FIFO would hang the read, a device such
+    // as /dev/zero would be read without end.
+    if (const std::string why = file_problem(path, kMaxImageBytes); !why.empty())
+      throw DataError("the image '" + path + "' " + why,
+                      "give image files (PNG, JPEG, BMP, GIF, TGA, PGM, PPM) and folders of them");
+    return {"", {path}};
+  }
   Input in{path, {}};
   std::vector<std::string> sub_folders;
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {

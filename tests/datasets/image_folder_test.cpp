@@ -4,15 +4,18 @@
 
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
 #include <random>
 
 #include "datasets/cifar10.h"
+#include "datasets/file_io.h"
 #include "datasets/mnist.h"
 #include "engine/config.h"
 #include "tests/datasets/data_test_util.h"
+#include "tests/tools/timeout_util.h"
 #include "tools/app.h"
 
 namespace tandem {
@@ -168,6 +171,38 @@ TEST(ImageFolder, CorruptImageStopsTheLoadNamingTheFile) {
   std::string msg = data_error([&] { load(dir.str(), Shape{1, 4, 4}); });
   EXPECT_TRUE(contains(msg, "ant/broken.png")) << msg;
   EXPECT_TRUE(contains(msg, "skip_bad")) << msg;
+}
+
+// A small file can announce a huge image (its header's width and height): refused by what it
+// announces, before stb_image allocates it.
+TEST(ImageFolder, AnImageAnnouncingHugeDimensionsIsRefusedBeforeDecoding) {
+  ScratchDir dir;
+  write_classes(dir.str(), {"a"});
+  const std::string path = dir.file("a/0.png");
+  std::vector<uint8_t> png = data_io::read_file(path);
+  // The IHDR chunk's width and height: big-endian, at bytes 16 and 20 (stb_image does not
+  // check the chunk's CRC).
+  for (int at : {16, 20}) {
+    png[at] = 0, png[at + 1] = 0, png[at + 2] = 0x4E, png[at + 3] = 0x20;  // 20000
+  }
+  write_file(path, png);
+  const std::string msg = data_error([&] { load(dir.str(), Shape{1, 4, 4}); });
+  EXPECT_TRUE(contains(msg, "the image '" + path + "' announces 20000x20000 pixels")) << msg;
+}
+
+// Only regular files are images: one that is a FIFO is refused by name when read directly.
+TEST(ImageFolder, AFifoGivenAsAnImageIsRefusedByName) {
+  ScratchDir dir;
+  const std::string fifo = dir.file("pipe.png");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // In a child, killed if it waits for a writer, so that a regression fails rather than hangs.
+  const test::ChildResult r = test::run_in_child(10, [&] {
+    std::vector<uint8_t> out(16);
+    const std::string msg = data_error([&] { decode_image(fifo, Shape{1, 4, 4}, out.data()); });
+    return contains(msg, "the image '" + fifo + "' is a FIFO (named pipe), not a file") ? 0 : 1;
+  });
+  EXPECT_FALSE(r.timed_out) << "reading the FIFO waited";
+  EXPECT_EQ(r.exit_code, 0);
 }
 
 TEST(ImageFolder, SkipBadLeavesCorruptImagesOutCountsThemAndListsTheFirstTen) {

@@ -163,7 +163,7 @@ TEST(OnTheFly, AnImageDeletedAfterTheStartIsADataErrorNamingIt) {
   // Samples are in file order: c1/2.png is the last, in batch 2 of 3.
   EXPECT_EQ(src.fill(0, images.data(), labels.data()), 2);
   const std::string msg = data_error([&] { src.fill(2, images.data(), labels.data()); });
-  EXPECT_TRUE(contains(msg, "the image '" + gone + "' cannot be read now")) << msg;
+  EXPECT_TRUE(contains(msg, "the image '" + gone + "' does not exist now")) << msg;
   // Through background workers the error reaches the step that needs the batch.
   BatchQueue queue(src, 64, 2, 3, [](size_t bytes) {
     return std::shared_ptr<void>(::operator new(bytes), [](void* p) { ::operator delete(p); });

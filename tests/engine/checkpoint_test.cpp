@@ -2,8 +2,14 @@
 #include "engine/checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +19,7 @@
 
 #include "engine/backend_registry.h"
 #include "engine/error.h"
+#include "tests/tools/timeout_util.h"
 
 namespace tandem {
 namespace {
@@ -384,6 +391,292 @@ TEST(Checkpoint, NewestInAFolderIsFound) {
   write_at(".epoch-3.safetensors", std::chrono::minutes(0));
   EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-1.safetensors");
   EXPECT_EQ(find_checkpoint(dir + "/epoch-2.safetensors"), dir + "/epoch-2.safetensors");
+}
+
+// --- Strict reading: the rules of the safetensors library's own loader -----------------------
+
+// The independent strict reader (tests/tools/strict_safetensors.py) on a file: 0 when it passes,
+// 1 when it refuses it; -1 when there is no Python to run it.
+int strict_reader_status(const std::string& path) {
+  if (::access("/usr/bin/python3", X_OK) != 0) return -1;
+  const std::string cmd = std::string("/usr/bin/python3 ") + TANDEM_SOURCE_DIR +
+                          "/tests/tools/strict_safetensors.py '" + path + "' 2>/dev/null";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -2;
+}
+
+// A checkpoint of model_tensors() and some_meta() with `from` replaced by `to` in its header.
+std::string edited_checkpoint(const std::string& name, const std::string& from,
+                              const std::string& to) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path(name);
+  write_checkpoint(path, src.named, some_meta());
+  rewrite_header(path, [&](std::string& header) {
+    const size_t at = header.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    header.replace(at, from.size(), to);
+  });
+  return path;
+}
+
+struct HostileHeader {
+  const char* name;
+  std::string from, to;  // an edit of the header
+  std::string needle;    // in tandem's message
+};
+
+void PrintTo(const HostileHeader& h, std::ostream* os) { *os << h.name; }
+
+class StrictHeader : public ::testing::TestWithParam<HostileHeader> {};
+
+// Each file is refused by tandem, naming what is wrong, and by the independent strict reader:
+// tandem reads no file the format's own rules refuse.
+TEST_P(StrictHeader, IsRefusedByTandemAndByAStrictReader) {
+  const HostileHeader& c = GetParam();
+  const std::string path = edited_checkpoint(std::string(c.name) + ".safetensors", c.from, c.to);
+  Tensors into = model_tensors();
+  expect_refused(path, into.named, c.needle);
+  const int strict = strict_reader_status(path);
+  if (strict == -1) GTEST_SKIP() << "no /usr/bin/python3 to run the strict reader";
+  EXPECT_EQ(strict, 1) << "the strict reader takes " << path;
+}
+
+// model_tensors() lie at [0,72) [72,80) [80,152) [152,160) of the data section.
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoint, StrictHeader,
+    ::testing::Values(
+        HostileHeader{"OverlappingOffsets", "\"data_offsets\":[72,80]", "\"data_offsets\":[64,72]",
+                      "bytes up to 72 already belong to another tensor"},
+        HostileHeader{"OffsetsWithAHole", "\"shape\":[2],\"data_offsets\":[72,80]",
+                      "\"shape\":[1],\"data_offsets\":[76,80]",
+                      "starts at byte 76 of the data section, where the one before ends at 72"},
+        HostileHeader{"ShapeOfAnotherSize", "\"shape\":[2],\"data_offsets\":[72,80]",
+                      "\"shape\":[3],\"data_offsets\":[72,80]", "needs 12 bytes but has 8"},
+        HostileHeader{"ShapeThatOverflows", "\"shape\":[2],\"data_offsets\":[72,80]",
+                      "\"shape\":[4294967296,4294967296,2],\"data_offsets\":[72,80]", "overflows"},
+        HostileHeader{"HeaderNotUtf8", "\"cpu:2\"", "\"cpu\xff:2\"", "not UTF-8"},
+        HostileHeader{"OverlongUtf8", "\"cpu:2\"",
+                      "\"cpu\xc0\xba"
+                      "2\"",
+                      "not UTF-8"},
+        HostileHeader{"ControlCharacterInAString", "\"cpu:2\"", "\"cpu\x01:2\"",
+                      "control character inside a string"},
+        HostileHeader{"DuplicateKey", "\"seed\":\"42\"", "\"seed\":\"42\",\"seed\":\"7\"",
+                      "\"seed\" appears twice"},
+        HostileHeader{"DuplicateTensor", "{\"conv2d_1.weight\":",
+                      "{\"conv2d_1.bias\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,"
+                      "0]},\"conv2d_1.weight\":",
+                      "\"conv2d_1.bias\" appears twice"},
+        HostileHeader{"LoneSurrogate", "\"cpu:2\"", "\"cpu\\ud800\"", "lone surrogate"},
+        HostileHeader{"NumberWithALeadingZero", "[72,80]", "[072,80]", "leading zero"},
+        HostileHeader{"FractionalOffset", "[72,80]", "[72.0,80]", "not an integer"},
+        HostileHeader{"UnknownTensorField", "{\"dtype\":\"F32\",\"shape\":[2],",
+                      "{\"dtype\":\"F32\",\"extra\":[],\"shape\":[2],", "unknown field 'extra'"},
+        HostileHeader{"HeaderStartsWithWhitespace", "{\"conv2d_1.weight\":",
+                      " {\"conv2d_1.weight\":", "does not start with '{'"}),
+    [](const ::testing::TestParamInfo<HostileHeader>& info) {
+      return std::string(info.param.name);
+    });
+
+// Bytes after the last tensor belong to nobody: the tensors must cover the data section exactly.
+TEST(Checkpoint, BytesAfterTheLastTensorAreRefused) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("tail.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  write_all(path, read_all(path) + std::string(4, '\0'));
+  expect_refused(path, src.named, "its tensors cover 160 bytes of a data section of 164");
+  const int strict = strict_reader_status(path);
+  if (strict == -1) GTEST_SKIP() << "no /usr/bin/python3 to run the strict reader";
+  EXPECT_EQ(strict, 1);
+}
+
+// The header may list tensors in any order; the offsets, sorted, are what must tile the data.
+TEST(Checkpoint, TensorsListedOutOfOffsetOrderAreReadAtTheirOffsets) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("swapped.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  // conv2d_1.weight and its velocity have one shape: swap where each lies.
+  rewrite_header(path, [&](std::string& header) {
+    const size_t a = header.find("[0,72]"), b = header.find("[80,152]");
+    ASSERT_TRUE(a != std::string::npos && b != std::string::npos);
+    header.replace(b, 8, "[0,72]");
+    header.replace(a, 6, "[80,152]");
+  });
+  Tensors dst = model_tensors();
+  read_checkpoint(path, dst.named);
+  EXPECT_EQ(dst.values(0), src.values(2));
+  EXPECT_EQ(dst.values(2), src.values(0));
+}
+
+TEST(Checkpoint, UnicodeEscapesReadAsUtf8) {
+  const std::string path =
+      edited_checkpoint("escapes.safetensors", "\"cpu:2\"", "\"caf\\u00e9 \\ud83d\\ude00\"");
+  EXPECT_EQ(read_checkpoint_meta(path).device, "caf\xc3\xa9 \xf0\x9f\x98\x80");
+}
+
+// Class names come from folder names, which need not be UTF-8: the header stays UTF-8 JSON
+// (checked by the strict reader) and the bytes that are not UTF-8 read back as \xNN.
+TEST(Checkpoint, NamesThatAreNotUtf8AreWrittenAsValidUtf8) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("latin1.safetensors");
+  CheckpointMeta meta = some_meta();
+  meta.class_names = {"caf\xe9", "\xc3\xa9t\xc3\xa9", "cut\xc3"};
+  meta.config_file = "/data/r\xe9sum\xe9/model.yaml";
+  write_checkpoint(path, src.named, meta);
+  const CheckpointMeta back = read_checkpoint_meta(path);
+  EXPECT_EQ(back.class_names,
+            (std::vector<std::string>{"caf\\xe9", "\xc3\xa9t\xc3\xa9", "cut\\xc3"}));
+  EXPECT_EQ(back.config_file, "/data/r\\xe9sum\\xe9/model.yaml");
+  const int strict = strict_reader_status(path);
+  if (strict == -1) GTEST_SKIP() << "no /usr/bin/python3 to run the strict reader";
+  EXPECT_EQ(strict, 0);
+}
+
+TEST(Checkpoint, WhatTandemWritesPassesTheStrictReader) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("strict_ok.safetensors");
+  write_checkpoint(path, src.named, some_meta());
+  const int strict = strict_reader_status(path);
+  if (strict == -1) GTEST_SKIP() << "no /usr/bin/python3 to run the strict reader";
+  EXPECT_EQ(strict, 0);
+}
+
+// This host's name as temporary file names hold it (letters, digits, '-', '_').
+std::string host_tag() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::string tag(name);
+  for (char& c : tag)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+  return tag;
+}
+
+// The temporaries of dead writers on this host go; a live writer's, another host's (which this
+// one cannot tell alive or dead) and files that only look alike stay.
+TEST(Checkpoint, OnlyTheTemporariesOfDeadWritersOnThisHostAreRemoved) {
+  const std::string dir = temp_path("stale_tmp");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ASSERT_GT(dead, 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string host = host_tag();
+  auto name = [&](const std::string& h, pid_t pid) {
+    return ".epoch-1.safetensors.tmp." + h + "." + std::to_string(pid) + ".a1B2c3";
+  };
+  const std::vector<std::string> stale = {name(host, dead)};
+  const std::vector<std::string> kept = {name(host, ::getpid()), name("other-host", dead),
+                                         "epoch-1.safetensors", ".epoch-1.safetensors.tmp"};
+  for (const auto& n : stale) write_all(dir + "/" + n, "x");
+  for (const auto& n : kept) write_all(dir + "/" + n, "x");
+  EXPECT_EQ(remove_stale_temporaries(dir), 1u);
+  for (const auto& n : stale) EXPECT_FALSE(std::filesystem::exists(dir + "/" + n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(std::filesystem::exists(dir + "/" + n)) << n;
+  // And a checkpoint written there removes them too.
+  write_all(dir + "/" + stale[0], "x");
+  Tensors src = model_tensors();
+  write_checkpoint(dir + "/epoch-2.safetensors", src.named, some_meta());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/" + stale[0]));
+}
+
+// --- Metadata: every field in its range before anything uses it ------------------------------
+
+struct BadField {
+  const char* name;
+  std::string from, to;
+  std::string needle;  // names the field
+};
+
+void PrintTo(const BadField& f, std::ostream* os) { *os << f.name; }
+
+class MetadataRange : public ::testing::TestWithParam<BadField> {};
+
+TEST_P(MetadataRange, IsRefusedNamingTheField) {
+  const BadField& c = GetParam();
+  const std::string path = edited_checkpoint(std::string(c.name) + ".safetensors", c.from, c.to);
+  Tensors into = model_tensors();
+  expect_refused(path, into.named, c.needle);
+  try {
+    read_checkpoint_meta(path);
+    FAIL() << "read_checkpoint_meta took it";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(e.cause().find(c.needle), std::string::npos) << e.cause();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Checkpoint, MetadataRange,
+    ::testing::Values(
+        BadField{"EpochBeyondInt64", "\"epoch\":\"3\"", "\"epoch\":\"9223372036854775808\"",
+                 "metadata 'epoch' is 9223372036854775808"},
+        BadField{"NegativeBatch", "\"batch\":\"5\"", "\"batch\":\"-5\"", "metadata 'batch'"},
+        BadField{"MoreUpdatesThanSteps", "\"updates\":\"123456789000\"",
+                 "\"updates\":\"123456789013\"", "metadata 'updates' is 123456789013"},
+        BadField{"NoProcesses", "\"processes\":\"1\"", "\"processes\":\"0\"",
+                 "metadata 'processes' is 0"},
+        BadField{"BestEpochAfterTheEpochsDone", "\"best_epoch\":\"2\"", "\"best_epoch\":\"4\"",
+                 "metadata 'best_epoch' is 4"},
+        BadField{"NonFiniteBestValue", "\"best_value\":\"",
+                 "\"best_value\":\"inf\",\"best_value_was\":\"", "metadata 'best_value' is inf"},
+        BadField{"HistoryBeyondTheEpochsDone", "\\ncpu:2,21474836487,3,", "\\ncpu:2,21474836487,4,",
+                 "metadata 'history' holds epoch 4 beyond the 3 epochs"},
+        BadField{"HistoryOutOfOrder", "\\ncpu:2,21474836487,2,", "\\ncpu:2,21474836487,1,",
+                 "metadata 'history' holds epoch 1 after epoch 1"},
+        BadField{"SeedNotANumber", "\"seed\":\"42\"", "\"seed\":\"42x\"", "metadata 'seed'"}),
+    [](const ::testing::TestParamInfo<BadField>& info) { return std::string(info.param.name); });
+
+TEST(Checkpoint, NormalizeValuesAreOnePositiveDeviationPerMean) {
+  Tensors src = model_tensors();
+  const std::string path = temp_path("normalize.safetensors");
+  CheckpointMeta meta = some_meta();
+  meta.normalize_mean = {0.5f, 0.5f};
+  meta.normalize_std = {0.25f};
+  write_checkpoint(path, src.named, meta);
+  expect_refused(path, src.named, "metadata 'normalize_mean' has 2 values but 'normalize_std' 1");
+  meta.normalize_std = {0.25f, 0.0f};
+  write_checkpoint(path, src.named, meta);
+  expect_refused(path, src.named, "metadata 'normalize_std' holds 0");
+}
+
+// --- Paths that are not regular files ---------------------------------------------------------
+
+// A FIFO given for a checkpoint is refused at once: nothing waits for a writer to open it.
+TEST(Checkpoint, AFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = temp_path("checkpoint.fifo");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // In a child of its own (file operations only), killed if it waits.
+  const test::ChildResult r = test::run_in_child(10, [&] {
+    try {
+      read_checkpoint_meta(fifo);
+    } catch (const CheckpointError& e) {
+      return e.cause().find("is a FIFO (named pipe), not a file") != std::string::npos ? 0 : 2;
+    }
+    return 1;
+  });
+  EXPECT_FALSE(r.timed_out) << "reading a FIFO as a checkpoint hangs";
+  EXPECT_EQ(r.exit_code, 0);
+  std::filesystem::remove(fifo);
+}
+
+TEST(Checkpoint, ADeviceIsRefusedByName) {
+  Tensors into = model_tensors();
+  expect_refused("/dev/zero", into.named, "is a character device, not a file");
+}
+
+// In a folder only regular files are checkpoints: a FIFO named like the newest is passed over.
+TEST(Checkpoint, TheNewestInAFolderIsARegularFile) {
+  const std::string dir = temp_path("ckpt_fifo_dir");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Tensors src = model_tensors();
+  write_checkpoint(dir + "/epoch-1.safetensors", src.named, some_meta());
+  std::filesystem::last_write_time(
+      dir + "/epoch-1.safetensors",
+      std::filesystem::file_time_type::clock::now() - std::chrono::minutes(5));
+  ASSERT_EQ(::mkfifo((dir + "/epoch-2.safetensors").c_str(), 0600), 0);
+  EXPECT_EQ(find_checkpoint(dir), dir + "/epoch-1.safetensors");
 }
 
 }  // namespace
