@@ -21,10 +21,7 @@ void CpuBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float
   // One Philox call gives the four words of elements 4b .. 4b+3 (philox_uniform's layout).
 #pragma omp parallel for schedule(static) if (n > 16384)
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint64_t block = static_cast<uint64_t>(b);
-    const Philox4 r =
-        philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                      static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32), seed);
+    const Philox4 r = philox_block(seed, offset, static_cast<uint64_t>(b));
     const int64_t end = std::min<int64_t>(n, 4 * b + 4);
     for (int64_t i = 4 * b; i < end; ++i) {
       const float m = philox_to_unit(r.v[i & 3]) >= p ? scale : 0.f;

@@ -1,54 +1,71 @@
-// Batch normalization on the GPU: the per-channel statistics as fixed-order two-stage sums
-// (channel_sum.cuh), the normalization and the input gradient as elementwise kernels.
+// Batch normalization on the GPU: the per-channel statistics in one pass over x (mean and squared
+// deviations merged as moments, cuda/moments.h, in two fixed-order stages), the backward's sums as
+// fixed-order two-stage sums (channel_sum.cuh), the normalization and the input gradient as
+// elementwise kernels. The training forward reads x twice: once for the statistics, once to
+// normalize it.
 //
 // tandem's own kernels rather than cuDNN's batch-normalization calls, which cuDNN 9 deprecates:
-// these are deterministic, keep the CPU backend's two-pass variance and PyTorch's running-variance
-// rule (unbiased), and need no workspace.
+// these are deterministic, as accurate as the CPU backend's two-pass variance, keep PyTorch's
+// running-variance rule (unbiased), and need no workspace.
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 
 #include "cuda/channel_sum.cuh"
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/moments.h"
 
 namespace tandem {
 namespace {
 
-// Channel sums of x, then the mean.
-struct XValue {
-  const float* x;
-  __device__ float2 operator()(int64_t i, int64_t) const { return make_float2(x[i], 0.f); }
-};
-struct MeanFinish {
-  float* mean;
-  double m;
-  __device__ void operator()(int64_t ch, float2 s) const {
-    mean[ch] = static_cast<float>(s.x / m);
+// Block (ch * parts + part) gathers the moments of the part-th slice of channel ch's N * inner
+// values (channel_sum.cuh's walk over them), each thread's by shifted sums, then merges its
+// threads' pairwise in a fixed order.
+__global__ void channel_moments_kernel(Moments* partial, const float* x, int64_t c, int64_t inner,
+                                       int64_t count, int64_t chunk, int parts) {
+  __shared__ float n_buf[kThreads], mean_buf[kThreads], m2_buf[kThreads];
+  const int64_t ch = blockIdx.x / parts;
+  const int64_t begin = (blockIdx.x % parts) * chunk, end = min(begin + chunk, count);
+  int64_t j = begin + threadIdx.x, n = j / inner, k = j % inner;
+  const int64_t dn = blockDim.x / inner, dk = blockDim.x % inner;
+  ShiftedSums sums;
+  for (; j < end; j += blockDim.x) {
+    sums.add(x[(n * c + ch) * inner + k]);
+    n += dn, k += dk;
+    if (k >= inner) k -= inner, ++n;
   }
-};
+  const Moments m = sums.moments();
+  const unsigned t = threadIdx.x;
+  n_buf[t] = m.n, mean_buf[t] = m.mean, m2_buf[t] = m.m2;
+  __syncthreads();
+  for (unsigned stride = kThreads / 2; stride > 0; stride /= 2) {  // launched with kThreads
+    if (t < stride)
+      merge_moments(n_buf[t], mean_buf[t], m2_buf[t], n_buf[t + stride], mean_buf[t + stride],
+                    m2_buf[t + stride]);
+    __syncthreads();
+  }
+  if (t == 0) partial[blockIdx.x] = Moments{n_buf[0], mean_buf[0], m2_buf[0]};
+}
 
-// Channel sums of (x - mean)^2 (two passes: no cancellation of a large mean), then inv_std and
-// the running statistics.
-struct CentredSquare {
-  const float* x;
-  const float* mean;
-  __device__ float2 operator()(int64_t i, int64_t ch) const {
-    const float d = x[i] - mean[ch];
-    return make_float2(d * d, 0.f);
-  }
-};
-struct VarianceFinish {
-  float* inv_std;
-  float* running_mean;
-  float* running_var;
-  const float* mean;
-  double m, momentum, eps;
-  __device__ void operator()(int64_t ch, float2 s) const {
-    inv_std[ch] = static_cast<float>(1.0 / sqrt(s.x / m + eps));
-    running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean[ch]);
+// One thread per channel merges its parts in order, in double: the mean, inv_std and the running
+// statistics (the variance biased for inv_std, unbiased for the running one, as PyTorch).
+__global__ void moments_finish_kernel(float* save_mean, float* inv_std, float* running_mean,
+                                      float* running_var, const Moments* partial, int64_t c,
+                                      int parts, double momentum, double eps) {
+  for (int64_t ch = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; ch < c;
+       ch += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double n = 0, mean = 0, m2 = 0;
+    for (int part = 0; part < parts; ++part) {
+      const Moments& p = partial[ch * parts + part];
+      merge_moments<double>(n, mean, m2, p.n, p.mean, p.m2);
+    }
+    save_mean[ch] = static_cast<float>(mean);
+    inv_std[ch] = static_cast<float>(1.0 / sqrt(m2 / n + eps));
+    running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
     running_var[ch] =
-        static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * (s.x / (m - 1.0)));
+        static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * (m2 / (n - 1.0)));
   }
-};
+}
 
 // Channel sums of dy and dy * (x - mean): the bias and scale gradients.
 struct GradValue {
@@ -133,10 +150,19 @@ void CudaBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tenso
   const double m = static_cast<double>(g.n * g.inner);
   TANDEM_CHECK(m > 1, "batch normalization needs more than one value per channel, got " +
                           x.shape().str());
-  channel_sums(*this, g.n, g.c, g.inner, XValue{x.data()}, MeanFinish{save_mean.data(), m});
-  channel_sums(*this, g.n, g.c, g.inner, CentredSquare{x.data(), save_mean.data()},
-               VarianceFinish{save_inv_std.data(), running_mean.data(), running_var.data(),
-                              save_mean.data(), m, momentum, eps});
+  // Parts as channel_sums': at least 16 values a thread, at most 64 per channel.
+  const int64_t count = g.n * g.inner;
+  const int parts = static_cast<int>(std::clamp<int64_t>(count / (16 * kThreads), 1, 64));
+  const int64_t chunk = (count + parts - 1) / parts;
+  auto partial = scratch(static_cast<size_t>(g.c * parts) * sizeof(Moments));
+  auto* pp = static_cast<Moments*>(partial.get());
+  channel_moments_kernel<<<static_cast<unsigned>(g.c * parts), kThreads, 0, stream_>>>(
+      pp, x.data(), g.c, std::max<int64_t>(g.inner, 1), count, chunk, parts);
+  CUDA_CHECK_LAUNCH();
+  moments_finish_kernel<<<grid_for(g.c), kThreads, 0, stream_>>>(
+      save_mean.data(), save_inv_std.data(), running_mean.data(), running_var.data(), pp, g.c,
+      parts, momentum, eps);
+  CUDA_CHECK_LAUNCH();
   normalize_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
       y.data(), x.data(), save_mean.data(), save_inv_std.data(), gamma.data(), beta.data(),
       x.numel(), g.c, g.inner);

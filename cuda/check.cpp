@@ -321,7 +321,6 @@ Explanation explain_cublas_error(cublasStatus_t code, const std::string& call,
 
 std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled) {
   auto major = [](size_t v) { return v >= 10000 ? v / 10000 : v / 1000; };
-  auto minor = [](size_t v) { return v >= 10000 ? (v % 10000) / 100 : (v % 1000) / 100; };
   std::string rt = format_cudnn_version(runtime), ct = format_cudnn_version(compiled);
   if (major(runtime) != major(compiled))
     return Explanation{"cuDNN " + rt + " is loaded but this build was compiled against cuDNN " + ct +
@@ -329,11 +328,19 @@ std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled
                        "install cuDNN " + std::to_string(major(compiled)) + ".x (>= " + ct +
                            ") and put it first on LD_LIBRARY_PATH, or rebuild against cuDNN " +
                            rt + "; or use --device cpu"};
-  if (minor(runtime) < minor(compiled))
-    return Explanation{"cuDNN " + rt + " is loaded but this build was compiled against cuDNN " + ct +
-                           " (the library must be at least as new as the headers)",
-                       "install cuDNN >= " + ct + " and put it first on LD_LIBRARY_PATH, or "
-                       "rebuild against cuDNN " + rt + "; or use --device cpu"};
+  // An older minor version of the same major runs this build when it has every call the backend
+  // makes, which decides, not the headers' minor version: cuDNN keeps its API and ABI within a
+  // major version, and each function the backend calls (cudnnCreate, the tensor, filter,
+  // convolution and pooling descriptors, cudnnGetConvolution*Algorithm_v7,
+  // cudnnFindConvolution*AlgorithmEx, cudnnConvolutionForward / BackwardData / BackwardFilter,
+  // cudnnPoolingForward, cudnnGetLastErrorString, cudnnGetCudartVersion) is in cuDNN 9.0.
+  // A library older than kOldestCudnn is refused. Raise it with the first call of a later 9.x.
+  if (runtime < kOldestCudnn && major(compiled) == kOldestCudnn / 10000)
+    return Explanation{"cuDNN " + rt + " is loaded but this build calls functions of cuDNN " +
+                           format_cudnn_version(kOldestCudnn) + " and later",
+                       "install cuDNN >= " + format_cudnn_version(kOldestCudnn) + " (" + ct +
+                           " is what it was built with) and put it first on LD_LIBRARY_PATH; or "
+                           "use --device cpu"};
   return std::nullopt;
 }
 

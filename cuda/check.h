@@ -47,8 +47,11 @@ Explanation explain_cuda_error(cudaError_t code, const std::string& call, const 
 Explanation explain_cudnn_error(cudnnStatus_t code, const std::string& call, const CudaContext& ctx);
 Explanation explain_cublas_error(cublasStatus_t code, const std::string& call,
                                  const CudaContext& ctx);
-// cuDNN's rule: a library 9.y runs programs built against 9.x only when y >= x, and never across
-// major versions. `runtime` is cudnnGetVersion(), `compiled` CUDNN_VERSION. nullopt when compatible.
+// The oldest cuDNN that has every function the backend calls (check.cpp says which): 9.0.0.
+constexpr size_t kOldestCudnn = 90000;
+// Whether the loaded cuDNN runs this build: never across major versions; within one, any library
+// from kOldestCudnn on, older than the headers or not (check.cpp says why). `runtime` is
+// cudnnGetVersion(), `compiled` CUDNN_VERSION. nullopt when it does.
 std::optional<Explanation> explain_cudnn_version(size_t runtime, size_t compiled);
 // cuDNN is built for one CUDA major version: `cudnn_cudart` is cudnnGetCudartVersion() (13010),
 // `cudart` the runtime this build uses (cudaRuntimeGetVersion). nullopt when the majors agree.

@@ -205,6 +205,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ops_queued_, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     CUBLAS_CHECK(cublasCreate(&cublas_));
@@ -239,6 +240,8 @@ void CudaBackend::release() {
   if (host_flag_) cudaFreeHost(host_flag_);
   if (device_flag_) cudaFree(device_flag_);
   if (copy_done_) cudaEventDestroy(copy_done_);
+  if (ops_queued_) cudaEventDestroy(ops_queued_);
+  ops_queued_ = nullptr;
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
   if (stream_) cudaStreamDestroy(stream_);
   copy_done_ = nullptr, copy_stream_ = nullptr;
@@ -391,10 +394,26 @@ void CudaBackend::upload_ahead(Tensor& dst, const void* host) {
     upload(dst, host);
     return;
   }
+  // The copy waits for the ops queued before the last take_uploads(), which may still read dst
+  // (the buffer the copy before it filled), or for every op so far; not for those queued since,
+  // which it runs beside (in training: the step that reads the batch before).
+  if (!taken_) CUDA_CHECK(cudaEventRecord(ops_queued_, stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ops_queued_, 0));
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, dst.bytes(), cudaMemcpyHostToDevice, copy_stream_));
   CUDA_CHECK(cudaEventRecord(copy_done_, copy_stream_));
-  // Only what is queued from now on waits: the ops already queued run beside the copy.
-  CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_done_, 0));
+  copies_pending_ = true;
+}
+
+void CudaBackend::take_uploads() {
+  make_current(device_);
+  if (copies_pending_) CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_done_, 0));
+  copies_pending_ = false;
+  CUDA_CHECK(cudaEventRecord(ops_queued_, stream_));
+  taken_ = true;
+}
+
+void CudaBackend::wait_copies() {
+  if (copies_pending_) CUDA_CHECK(cudaEventSynchronize(copy_done_));
 }
 
 void CudaBackend::download(void* host, const Tensor& src) {
@@ -403,6 +422,7 @@ void CudaBackend::download(void* host, const Tensor& src) {
   staging(std::min(n, kStagingChunk));
   auto* s = reinterpret_cast<const char*>(src.data());
   auto* h = static_cast<char*>(host);
+  wait_copies();  // their host memory is the caller's again on return
   copy_label_flag();
   for (size_t off = 0; off < n;) {
     size_t len = std::min(staging_bytes_, n - off);
@@ -463,6 +483,7 @@ void CudaBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, 
 }
 
 void CudaBackend::synchronize() {
+  wait_copies();
   copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   later_pending_ = false;

@@ -27,8 +27,9 @@ namespace tandem {
 // calls cudaMalloc/cudaFree once the first step has run. Shared with every block's deleter, so a
 // tensor that outlives its backend still frees cleanly. A freed block may be handed out again at
 // once: the ops are ordered on the compute stream, so the next user's work runs after the last
-// one's; upload_ahead's copies on the copy stream write only buffers no queued op still uses
-// (Backend::upload_ahead's contract), and the ops queued after them wait for them.
+// one's; upload_ahead's copies on the copy stream first wait for the ops queued on the compute
+// stream before the last take_uploads() (an event), and the ops queued after the next one wait
+// for them.
 class DevicePool : public std::enable_shared_from_this<DevicePool> {
  public:
   // batch_size: the run's, named in the out-of-memory hint (0: unknown).
@@ -92,6 +93,7 @@ class CudaBackend : public Backend {
   std::shared_ptr<void> allocate_host(size_t bytes) override;
   void upload(Tensor& dst, const void* host) override;
   void upload_ahead(Tensor& dst, const void* host) override;
+  void take_uploads() override;
   void download(void* host, const Tensor& src) override;
   void download_later(void* host, const Tensor& src) override;
   void wait_downloads() override;
@@ -191,6 +193,7 @@ class CudaBackend : public Backend {
  private:
   void* staging(size_t bytes);  // pinned host buffer, grown to `bytes`
   void release();               // frees every handle and buffer; safe on a half-built backend
+  void wait_copies();           // the host waits for upload_ahead's copies
   void copy_label_flag();       // before a wait for stream_, when a check is due
   void check_labels();          // after that wait: throws for a bad label the kernels found
   // After a wait that covers download_later's copy: its own label check (its word in
@@ -203,6 +206,9 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;       // every op
   cudaStream_t copy_stream_ = nullptr;  // upload_ahead's copies, beside the ops
   cudaEvent_t copy_done_ = nullptr;     // recorded after the last of them
+  cudaEvent_t ops_queued_ = nullptr;    // on stream_ at take_uploads(): the copies wait for it
+  bool taken_ = false;                  // ops_queued_ was recorded (take_uploads was called)
+  bool copies_pending_ = false;         // copies that stream_ does not wait for yet
   cudnnHandle_t cudnn_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::shared_ptr<DevicePool> pool_;

@@ -71,12 +71,19 @@ __global__ void activation_backward_kernel(float* dx, const float* dy, const flo
 }
 
 // mask[i] = (philox_uniform(seed, offset, i) >= p) * scale; the same words as the CPU backend.
+// One thread per Philox block: its four words are the masks of elements 4b .. 4b + 3.
 __global__ void dropout_forward_kernel(float* y, float* mask, const float* x, int64_t n, float p,
                                        float scale, uint64_t seed, uint64_t offset) {
-  GRID_STRIDE(i, n) {
-    const float m = philox_uniform(seed, offset, static_cast<uint64_t>(i)) >= p ? scale : 0.f;
-    mask[i] = m;
-    y[i] = x[i] * m;
+  GRID_STRIDE(b, (n + 3) / 4) {
+    const Philox4 r = philox_block(seed, offset, static_cast<uint64_t>(b));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = 4 * b + j;
+      if (i >= n) break;
+      const float m = philox_to_unit(r.v[j]) >= p ? scale : 0.f;
+      mask[i] = m;
+      y[i] = x[i] * m;
+    }
   }
 }
 
@@ -163,7 +170,7 @@ void CudaBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, floa
   expect_numel(mask, x.numel(), "dropout mask");
   if (x.numel() == 0) return;
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;  // the CPU backend's fp32 scale
-  dropout_forward_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
+  dropout_forward_kernel<<<grid_for((x.numel() + 3) / 4), kThreads, 0, stream_>>>(
       y.data(), mask.data(), x.data(), x.numel(), p, scale, seed, offset);
   CUDA_CHECK_LAUNCH();
 }

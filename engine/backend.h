@@ -148,10 +148,15 @@ class Backend {
   virtual std::shared_ptr<void> allocate_host(size_t bytes) { return aligned_host_memory(bytes); }
   virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
   // Like upload(), from allocate_host memory, but on a copy stream where the device has one, so
-  // that the copy overlaps the ops queued before it; ops queued after it wait for it. No op queued
-  // before may still read dst (the caller alternates two buffers), and `host` may be read until
-  // the next synchronize() or download().
+  // that it overlaps the ops queued since the last take_uploads(): the copy waits for the ops
+  // queued before that call (one may still use dst's memory: the buffer the copy before filled
+  // was read until then), or for every op queued so far when take_uploads() was never called.
+  // The ops queued after the next take_uploads() wait for the copy; `host` may be read until the
+  // next synchronize() or download().
   virtual void upload_ahead(Tensor& dst, const void* host) { upload(dst, host); }
+  // The buffers of upload_ahead's copies become the ops': the ops queued from now on wait for
+  // those copies, and the ops queued so far are the ones the next copy waits for.
+  virtual void take_uploads() {}
   virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
   // Like download(), into allocate_host memory, but queued like an op: `host` holds src's values
   // once wait_downloads() returns (or the next synchronize() or download()), and the ops queued

@@ -44,12 +44,16 @@ TANDEM_HD Philox4 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t 
 // Uniform in [0, 1) from 24 random bits: exactly representable in fp32 on every device.
 TANDEM_HD float philox_to_unit(uint32_t r) { return static_cast<float>(r >> 8) * (1.0f / 16777216.0f); }
 
+// The four words of block `block` of stream (key, stream): those of indices 4 block .. 4 block + 3.
+// A kernel or loop that fills four elements from one call uses every word it computes.
+TANDEM_HD Philox4 philox_block(uint64_t key, uint64_t stream, uint64_t block) {
+  return philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
+                       static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), key);
+}
+
 // The uniform number number `index` of stream (key, stream): word index % 4 of block index / 4.
 TANDEM_HD float philox_uniform(uint64_t key, uint64_t stream, uint64_t index) {
-  uint64_t block = index >> 2;
-  Philox4 r = philox4x32_10(static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                            static_cast<uint32_t>(stream), static_cast<uint32_t>(stream >> 32), key);
-  return philox_to_unit(r.v[index & 3]);
+  return philox_to_unit(philox_block(key, stream, index >> 2).v[index & 3]);
 }
 
 // A standard normal sample (Box-Muller on a pair of words): host-side initialisation only, in

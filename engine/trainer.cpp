@@ -166,6 +166,7 @@ void TrainStep::upload_next(int64_t n, const float* images, const int32_t* label
 void TrainStep::take_next() {
   graph_.swap_input(next_input_);
   std::swap(labels_, next_labels_);
+  backend_.take_uploads();
 }
 
 void TrainStep::compute(int64_t n, uint64_t step) {

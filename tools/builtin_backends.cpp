@@ -45,12 +45,14 @@ Loaded load_failure(const std::string& path, const std::string& message) {
     l.cause = "cuDNN could not be loaded (" + message + ")";
     l.hint = "install cuDNN " + std::to_string(CUDNN_MAJOR) + " for CUDA " + cuda_major +
              " (e.g. apt install cudnn" + std::to_string(CUDNN_MAJOR) + "-cuda-" + cuda_major +
-             "), or add its lib folder to LD_LIBRARY_PATH; or use --device cpu";
+             "), or add its lib folder to LD_LIBRARY_PATH (`. tools/gpu_env.sh` in tandem's "
+             "source folder finds the cuDNN of PyTorch's pip packages); or use --device cpu";
   } else if (names("libcublas") || names("libcudart")) {
     l.cause = "the CUDA runtime libraries could not be loaded (" + message + ")";
     l.hint = "install the CUDA " + cuda_major + " libraries (e.g. apt install cuda-libraries-" +
              cuda_major + "-" + std::to_string(CUDART_VERSION % 1000 / 10) +
-             "), or add their folder to LD_LIBRARY_PATH; or use --device cpu";
+             "), or add their folder to LD_LIBRARY_PATH (`. tools/gpu_env.sh` in tandem's "
+             "source folder finds those of PyTorch's pip packages); or use --device cpu";
   } else {
     l.cause = "this trainer's GPU backend could not be loaded (" + message + ")";
     l.hint = "rebuild it (cmake --build), or use --device cpu";

@@ -4,10 +4,12 @@
 #   cmake --build build-cuda && bash tools/gpu_carry.sh [build-cuda]
 # Packs the executables (trainer and its GPU plugin libtandem_gpu.so, the two test binaries, their
 # CTest files) and every shared library they load that the GPU machine lacks (tandem's engine,
-# yaml-cpp, spdlog, fmt, oneDNN, gomp, libstdc++, ...)
-# into gpu-carry/way1.tar.xz; tools/gpu_check.sh unpacks it there. The CUDA libraries (cudart,
-# cuBLAS, cuDNN) are left out: the machine's own are used, found by gpu_check.sh. Prints the size
-# of what travels against the 64 MiB the device tool carries.
+# yaml-cpp, spdlog, fmt, oneDNN, gomp, ...) into gpu-carry/way1.tar.xz; tools/gpu_check.sh unpacks
+# it there and gives its lib/ to tandem's own commands only. Left out: glibc, libstdc++ and
+# libgcc_s (the machine's own must serve: an older libstdc++ carried there would be loaded by
+# whatever else runs with it on the library path, PyTorch included), and the CUDA libraries
+# (cudart, cuBLAS, cuDNN), found there by tools/gpu_env.sh. Prints the size of what travels
+# against the 64 MiB the device tool carries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build-cuda}
@@ -30,9 +32,11 @@ cp "$BUILD/tests/backend_tests" "$BUILD/tests/tandem_tests" "$stage/$BUILD/tests
 # ctest reads these; they name the build's absolute paths, which gpu_check.sh links there.
 cp "$BUILD/CTestTestfile.cmake" "$stage/$BUILD/"
 cp "$BUILD"/tests/*.cmake "$stage/$BUILD/tests/"
-# The libraries the binaries load, but not glibc (the machine's own must serve) nor CUDA's.
+# The libraries the binaries load, but not glibc and the compiler's runtime (the machine's own
+# must serve) nor CUDA's.
 ldd "${BINS[@]}" | awk '/=> \//{print $3}' | sort -u |
-  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so|/libcu(dart|blas|blasLt|dnn)\.so' |
+  grep -Ev '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
+  grep -Ev '/libcu(dart|blas|blasLt|dnn)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 echo "source_dir=$(pwd)" > "$stage/$BUILD/carried-from"
 

@@ -51,10 +51,10 @@ TEST_P(ConvTest, ForwardMatchesReference) {
     Tensor tb = upload({s.k}, b);
     Tensor y = output({s.n, s.k, P, Q});
     be().conv2d_forward(y, tx, tw, &tb, c.p);
-    EXPECT_CLOSE(download(y), reference::conv2d_forward(x, w, b, s, c.p));
+    EXPECT_CONV_CLOSE(download(y), reference::conv2d_forward(x, w, b, s, c.p));
     Tensor y_nobias = output({s.n, s.k, P, Q});
     be().conv2d_forward(y_nobias, tx, tw, nullptr, c.p);
-    EXPECT_CLOSE(download(y_nobias), reference::conv2d_forward(x, w, {}, s, c.p));
+    EXPECT_CONV_CLOSE(download(y_nobias), reference::conv2d_forward(x, w, {}, s, c.p));
   }
 }
 
@@ -68,7 +68,7 @@ TEST_P(ConvTest, BackwardDataMatchesReference) {
     Tensor tdy = upload({s.n, s.k, P, Q}, dy), tw = upload({s.k, s.c, s.r, s.s}, w);
     Tensor dx = output({s.n, s.c, s.h, s.w});
     be().conv2d_backward_data(dx, tdy, tw, c.p);
-    EXPECT_CLOSE(download(dx), reference::conv2d_backward_data(dy, w, s, c.p));
+    EXPECT_CONV_CLOSE(download(dx), reference::conv2d_backward_data(dy, w, s, c.p));
   }
 }
 
@@ -82,7 +82,7 @@ TEST_P(ConvTest, BackwardFilterMatchesReference) {
     Tensor tdy = upload({s.n, s.k, P, Q}, dy), tx = upload({s.n, s.c, s.h, s.w}, x);
     Tensor dw = output({s.k, s.c, s.r, s.s});
     be().conv2d_backward_filter(dw, tdy, tx, c.p);
-    EXPECT_CLOSE(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p));
+    EXPECT_CONV_CLOSE(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p));
   }
 }
 
@@ -102,7 +102,7 @@ TEST_P(ConvTest, RepeatedCallsGiveTheSameResultAndSmallerBatchWorks) {
   reference::ConvShape s2 = s;
   s2.n = 2;
   Floats x2(x.begin(), x.begin() + 2 * s.c * s.h * s.w);
-  EXPECT_CLOSE(download(y2), reference::conv2d_forward(x2, w, {}, s2, p));
+  EXPECT_CONV_CLOSE(download(y2), reference::conv2d_forward(x2, w, {}, s2, p));
 }
 
 TEST_P(ConvTest, PlacementLogNamesEachCachedPrimitiveOnce) {

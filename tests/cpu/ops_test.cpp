@@ -420,6 +420,41 @@ TEST_P(MemoryTest, AllocationsAre64ByteAligned) {
   }
 }
 
+// upload_ahead's copy runs on a copy stream on a GPU: it must not land before the ops queued
+// before it (here gemms that write its destination, long enough that a copy started at once
+// would finish first), whether it fences at the upload (nothing taken yet) or at take_uploads().
+TEST_P(MemoryTest, AnUploadAheadLandsAfterTheOpsQueuedBeforeIt) {
+  const bool gpu = GetParam() != "cpu";  // on the CPU the ops are done when called
+  const int64_t m = 512, k = gpu ? 8192 : 512;
+  Tensor a = upload({m, k}, random(m * k, 21)), b = upload({k, m}, random(k * m, 22));
+  Tensor c(be(), Shape{m, m});
+  std::shared_ptr<void> host = be().allocate_host(c.bytes());
+  auto* h = static_cast<float*>(host.get());
+  for (bool taken : {false, true}) {
+    std::fill(h, h + m * m, taken ? 7.f : 5.f);
+    for (int i = 0; i < (gpu ? 20 : 1); ++i) be().gemm(c, a, b, false, false, 1.f, 0.f);
+    if (taken) be().take_uploads();
+    be().upload_ahead(c, h);
+    be().take_uploads();
+    EXPECT_EQ(download(c), Floats(m * m, taken ? 7.f : 5.f)) << (taken ? "taken" : "first");
+  }
+}
+
+// The ops queued after take_uploads() read what the copy wrote, however long it takes.
+TEST_P(MemoryTest, OpsAfterTakeUploadsReadTheUploadedValues) {
+  const int64_t n = 1 << 22;  // 16 MiB: a copy much longer than a device-to-device one
+  Tensor d(be(), Shape{n}), e(be(), Shape{n});
+  be().fill(d, 0.f);
+  std::shared_ptr<void> host = be().allocate_host(d.bytes());
+  auto* h = static_cast<float*>(host.get());
+  for (int64_t i = 0; i < n; ++i) h[i] = static_cast<float>(i % 1000);
+  be().upload_ahead(d, h);
+  be().take_uploads();
+  be().copy(e, d);
+  const Floats got = download(e);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), h));
+}
+
 TANDEM_INSTANTIATE_BACKEND_SUITE(MemoryTest);
 
 // Asked for more threads than cores, the CPU's device table says it will be slower, and what to

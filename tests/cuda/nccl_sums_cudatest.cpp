@@ -39,9 +39,9 @@ TEST(NcclSums, TheToolkitsLibraryLoadsAtRunTimeAndNamesItsVersion) {
   const std::string version = nccl_version(&why);
   ASSERT_FALSE(version.empty()) << why;
   EXPECT_TRUE(why.empty()) << why;
-  // The library of the toolkit this was built with: the header's major and minor version.
-  EXPECT_EQ(version.substr(0, version.rfind('.')),
-            std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR));
+  // NCCL keeps its API within a major version, and the library that loads may be newer or older
+  // than the header (the toolkit's, PyTorch's pip package's): the major version must agree.
+  EXPECT_EQ(version.substr(0, version.find('.')), std::to_string(NCCL_MAJOR)) << version;
 }
 
 TEST(NcclSums, MoreProcessesOnAHostThanGpusAreRefusedWithTheCount) {

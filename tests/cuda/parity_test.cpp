@@ -18,15 +18,16 @@
 #include "engine/backend.h"
 #include "engine/backend_registry.h"
 #include "engine/error.h"
+#include "tests/cpu/backend_test_util.h"
 
 namespace tandem {
 namespace {
 
 using Floats = std::vector<float>;
-constexpr double kTol = 1e-4;
-// cuDNN's heuristics may pick FFT or Winograd algorithms, which compute in a transformed domain
-// with a larger rounding error than a direct sum (typically 1e-5..1e-4 of the output's scale).
-constexpr double kConvTol = 5e-4;
+constexpr double kTol = testing::kTolerance;
+// cuDNN may take FFT or Winograd algorithms: the tolerance of the convolution op tests, for the
+// same reason (backend_test_util.h).
+constexpr double kConvTol = testing::kConvTolerance;
 
 double rel_error(const Floats& gpu, const Floats& cpu) {
   if (gpu.size() != cpu.size()) return INFINITY;

@@ -74,5 +74,15 @@ TEST(Init, GlorotUniformStaysWithinItsBound) {
   EXPECT_GT(max_abs, 0.9f * bound);
 }
 
+// Dropout's kernels fill four elements from one Philox call: its words are the uniforms of the
+// four indices, in order, as philox_uniform gives them one by one.
+TEST(Philox, ABlockHoldsTheUniformsOfItsFourIndices) {
+  for (uint64_t block : {0ull, 1ull, 12345ull, (1ull << 32) + 3}) {
+    const Philox4 r = philox_block(42, 7, block);
+    for (uint64_t j = 0; j < 4; ++j)
+      EXPECT_EQ(philox_to_unit(r.v[j]), philox_uniform(42, 7, 4 * block + j)) << block << " " << j;
+  }
+}
+
 }  // namespace
 }  // namespace tandem

@@ -39,6 +39,7 @@ class CountingBackend : public Backend {
     ++counts.uploads;
     in_.upload_ahead(dst, host);
   }
+  void take_uploads() override { in_.take_uploads(); }
   void download(void* host, const Tensor& src) override {
     ++counts.downloads;
     in_.download(host, src);
