@@ -1,7 +1,9 @@
 // The one place that knows which backends this build contains, and how the GPU one is reached:
-// - TANDEM_GPU_PLUGIN (the trainer of a CUDA build): through libtandem_gpu.so beside the
-//   executable, loaded the first time a GPU is asked for (cuda/plugin.h);
-// - TANDEM_WITH_CUDA alone (the test binaries): linked in;
+// - TANDEM_GPU_PLUGIN (the trainer and the test binaries of a CUDA build): through
+//   libtandem_gpu.so beside the executable (or, for the tests, in the folder that
+//   TANDEM_GPU_PLUGIN_FOLDER names relative to theirs), loaded the first time a GPU is asked for
+//   (cuda/plugin.h);
+// - TANDEM_WITH_CUDA alone (the tests that call cuda/ directly): linked in;
 // - neither (a CPU-only build): a "gpu" entry that says how to get one.
 #include <ostream>
 #include <string>
@@ -65,7 +67,12 @@ const Loaded& gpu_plugin() {
   static const Loaded loaded = [] {
     std::error_code ec;
     const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const std::string path = (exe.parent_path() / kGpuPluginFile).string();
+#if defined(TANDEM_GPU_PLUGIN_FOLDER)
+    const std::filesystem::path folder = exe.parent_path() / TANDEM_GPU_PLUGIN_FOLDER;
+#else
+    const std::filesystem::path folder = exe.parent_path();
+#endif
+    const std::string path = (folder / kGpuPluginFile).lexically_normal().string();
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       const char* e = dlerror();
