@@ -2,8 +2,8 @@
 # Prepares gpu-carry/ for a lent GPU machine from a GPU build made here ("way 1" of GPU.md):
 #   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
 #   cmake --build build-cuda && bash tools/gpu_carry.sh [build-cuda]
-# Packs the executables (trainer and its GPU plugin libtandem_gpu.so, the two test binaries, their
-# CTest files) and every shared library they load that the GPU machine lacks (tandem's engine,
+# Packs the executables (trainer and its GPU plugin libtandem_gpu.so, the three test binaries,
+# their CTest files) and every shared library they load that the GPU machine lacks (tandem's engine,
 # yaml-cpp, spdlog, fmt, oneDNN, gomp, ...) into gpu-carry/way1.tar.xz; tools/gpu_check.sh unpacks
 # it there and gives its lib/ to tandem's own commands only. Left out: glibc, libstdc++ and
 # libgcc_s (the machine's own must serve: an older libstdc++ carried there would be loaded by
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-cuda}
 CARRY=gpu-carry
 BINS=("$BUILD/trainer" "$BUILD/libtandem_gpu.so" "$BUILD/tests/backend_tests"
-      "$BUILD/tests/tandem_tests")
+      "$BUILD/tests/tandem_tests" "$BUILD/tests/cuda_tests")
 for b in "${BINS[@]}"; do
   [ -e "$b" ] || { echo "error: $b is missing; build $BUILD with CUDA first" >&2; exit 1; }
 done
@@ -28,7 +28,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$BUILD/tests" "$stage/lib"
 cp "$BUILD/trainer" "$BUILD/libtandem_gpu.so" "$BUILD/libtandem_engine.so" "$stage/$BUILD/"
-cp "$BUILD/tests/backend_tests" "$BUILD/tests/tandem_tests" "$stage/$BUILD/tests/"
+cp "$BUILD/tests/backend_tests" "$BUILD/tests/tandem_tests" "$BUILD/tests/cuda_tests" \
+  "$stage/$BUILD/tests/"
 # ctest reads these; they name the build's absolute paths, which gpu_check.sh links there.
 cp "$BUILD/CTestTestfile.cmake" "$stage/$BUILD/"
 cp "$BUILD"/tests/*.cmake "$stage/$BUILD/tests/"

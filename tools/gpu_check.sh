@@ -111,7 +111,7 @@ if [ -f gpu-carry/way1.tar.xz ]; then
         note "way 1: cannot link $src here: tests that read files by path will fail"
     fi
     carry "$PWD/gpu-carry/way1/lib"
-    missing=$("${TANDEM[@]}" ldd "$b/trainer" "$b/libtandem_gpu.so" "$b/tests/backend_tests" 2>&1 |
+    missing=$("${TANDEM[@]}" ldd "$b/trainer" "$b/libtandem_gpu.so" "$b/tests/cuda_tests" 2>&1 |
       grep "not found" | sort -u | tr -s ' \t\n' ' ')
     if [ -n "$missing" ]; then
       note "way 1: $missing"
@@ -168,6 +168,9 @@ if first; then
   # The op tests (CPU and GPU cases against the reference, CPU/GPU parity of each op).
   step backend-tests 120 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./backend_tests \
     --gtest_output=xml:$LOGS/backend_tests.xml"
+  # The cases that call cuda/ directly: error translation, version gates, NCCL.
+  step cuda-tests 30 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./cuda_tests \
+    --gtest_output=xml:$LOGS/cuda_tests.xml"
   # The engine's GPU cases: training parity and determinism, upload ahead, the update gate,
   # transfers per step, checkpoints across devices, the plugin.
   step gpu-engine-tests 120 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./tandem_tests \
