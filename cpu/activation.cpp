@@ -74,6 +74,7 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
   const int64_t n = x.numel();
   if (n == 0) return;
+  if (!all_f32_plain({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
   if (a == Activation::kRelu) {
     if (tracing())
       placed("activation_forward " + eltwise_key(a, alpha, n) +
@@ -115,6 +116,8 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
                "activation backward " + dy.shape().str() + " -> " + dx.shape().str());
   const int64_t n = dy.numel();
   if (n == 0) return;
+  if (!all_f32_plain({&dx, &dy, &data}))
+    return mixed::activation_backward(*this, dx, dy, x, y, a, alpha);
   const std::string key = eltwise_key(a, alpha, n);
   auto& e = cached<EltwiseBackwardEntry>("act_bwd " + key, [&] {
     return dnnl_guard("activation_backward " + key, [&] {

@@ -40,6 +40,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       device_(device_label),
       config_text_(file_text(config.file)),
       config_file_(fs::absolute(config.file).string()),
+      precision_(config.precision),
       seed_(config.train.seed),
       mean_(config.data.mean),
       std_(config.data.std),
@@ -50,6 +51,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
   if (per_device_folder) {
     std::string sub = device_label;
     std::replace(sub.begin(), sub.end(), ':', '-');
+    std::replace(sub.begin(), sub.end(), ' ', '-');  // "cpu bf16", a run of a precision list
     dir /= sub;
   }
   dir_ = dir.string();
@@ -121,6 +123,7 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
   meta.processes = world().size();
+  meta.precision = precision_;
   for (const EpochStats& e : history_)
     if (e.epoch <= at.epoch) meta.history.push_back(e);
   if (best_epoch_) {
@@ -241,13 +244,18 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
   options.on_start = [file](TrainStep& step) {
     restore_checkpoint(file, step.graph(), step.optimizer());
   };
-  if (!quiet)
-    fmt::print("Resume {} (written on {}): epoch {}, step {}{}\n", file, meta.device,
-               meta.epoch + 1, meta.step,
+  if (!quiet) {
+    fmt::print("Resume {} (written on {}, {}): epoch {}, step {}{}\n", file, meta.device,
+               meta.precision, meta.epoch + 1, meta.step,
                meta.batch > 0 ? fmt::format(" (this epoch's train figures will cover its batches "
                                             "from {} on)",
                                             meta.batch + 1)
                               : "");
+    // Its fp32 weights continue in any precision; only the same one continues bit for bit.
+    if (meta.precision != config.precision)
+      fmt::print("       note: trained in {}, continuing in {}\n", meta.precision,
+                 config.precision);
+  }
   return meta;
 }
 
