@@ -58,8 +58,81 @@ struct ConvertEntry : CpuCacheEntry {
 };
 
 // Max pooling's order (pool.cpp's): a NaN is above every number and equal to a NaN.
-// (pool2d_backward spells `same` out with bitwise operators.)
-inline bool above(float v, float m) { return v > m || (v != v && m == m); }
+// Spelt with bitwise operators, not && and ||: the loops that call them then vectorise.
+inline int32_t above(float v, float m) { return (v > m) | ((v != v) & (m == m)); }
+inline int32_t same(float v, float m) { return (v == m) | ((v != v) & (m != m)); }
+
+bool is_2x2_stride_2(const Pool2dParams& p) {
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
+         p.pad_h == 0 && p.pad_w == 0;
+}
+
+// LeNet's and VGG's pooling, 2x2 windows of stride 2, channels-last: each output row of C values
+// is the maximum of four input rows (a bf16 value: converting it back rounds nothing).
+void max_pool_2x2_forward(uint16_t* y, const uint16_t* x, int64_t N, int64_t C, int64_t H,
+                          int64_t W, int64_t P, int64_t Q) {
+#pragma omp parallel for schedule(static) if (N * P > 1)
+  for (int64_t np = 0; np < N * P; ++np) {
+    const int64_t n = np / P, op = np % P;
+    const uint16_t* r0 = x + (n * H + 2 * op) * W * C;
+    const uint16_t* r1 = r0 + W * C;
+    uint16_t* out = y + np * Q * C;
+    for (int64_t oq = 0; oq < Q; ++oq) {
+      const int64_t l = 2 * oq * C, r = l + C;
+      uint16_t* o = out + oq * C;
+#pragma omp simd
+      for (int64_t k = 0; k < C; ++k) {
+        float m = bf16_to_f32(r0[l + k]);
+        const float vb = bf16_to_f32(r0[r + k]), vc = bf16_to_f32(r1[l + k]),
+                    vd = bf16_to_f32(r1[r + k]);
+        // A NaN wins: taken when it comes, and never replaced (no comparison with it is true).
+        m = (vb > m) | (vb != vb) ? vb : m;
+        m = (vc > m) | (vc != vc) ? vc : m;
+        m = (vd > m) | (vd != vd) ? vd : m;
+        o[k] = f32_to_bf16(m);
+      }
+    }
+  }
+}
+
+// Its backward: every dx entry belongs to one window (or none, past the last: 0), so each is
+// written once, the window's gradient to its first element (row-major) equal to y.
+void max_pool_2x2_backward(uint16_t* dx, const uint16_t* dy, const uint16_t* x, const uint16_t* y,
+                           int64_t N, int64_t C, int64_t H, int64_t W, int64_t P, int64_t Q) {
+#pragma omp parallel for schedule(static) if (N * H > 1)
+  for (int64_t nh = 0; nh < N * H; ++nh) {
+    const int64_t n = nh / H, h = nh % H;
+    uint16_t* row = dx + nh * W * C;
+    if (h >= 2 * P) {
+      std::memset(row, 0, static_cast<size_t>(W * C) * sizeof(uint16_t));
+      continue;
+    }
+    if (h % 2) continue;  // written with the row above it
+    const int64_t op = h / 2;
+    const uint16_t* x0 = x + nh * W * C;
+    const uint16_t* x1 = x0 + W * C;
+    uint16_t* d0 = row;
+    uint16_t* d1 = row + W * C;
+    for (int64_t oq = 0; oq < Q; ++oq) {
+      const int64_t o = ((n * P + op) * Q + oq) * C, l = 2 * oq * C, r = l + C;
+#pragma omp simd
+      for (int64_t k = 0; k < C; ++k) {
+        const float m = bf16_to_f32(y[o + k]);
+        const int32_t ha = same(bf16_to_f32(x0[l + k]), m);
+        const int32_t hb = same(bf16_to_f32(x0[r + k]), m) & (ha ^ 1);
+        const int32_t hc = same(bf16_to_f32(x1[l + k]), m) & ((ha | hb) ^ 1);
+        const int32_t hd = same(bf16_to_f32(x1[r + k]), m) & ((ha | hb | hc) ^ 1);
+        const uint16_t g = dy[o + k];
+        d0[l + k] = select_bf16(ha, g, 0);
+        d0[r + k] = select_bf16(hb, g, 0);
+        d1[l + k] = select_bf16(hc, g, 0);
+        d1[r + k] = select_bf16(hd, g, 0);
+      }
+    }
+    for (uint16_t* d : {d0, d1})  // columns past the last window
+      std::memset(d + 2 * Q * C, 0, static_cast<size_t>((W - 2 * Q) * C) * sizeof(uint16_t));
+  }
+}
 
 }  // namespace
 
@@ -315,6 +388,9 @@ void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParam
                                                    y.shape().str());
   const uint16_t* xp = bits(x);
   uint16_t* yp = bits(y);
+  if (b.tracing_placement())
+    b.place("pool2d_forward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
+  if (is_2x2_stride_2(p)) return max_pool_2x2_forward(yp, xp, N, C, H, W, P, Q);
 #pragma omp parallel for schedule(static) if (N * P > 1)
   for (int64_t np = 0; np < N * P; ++np) {
     const int64_t n = np / P, op = np % P;
@@ -339,8 +415,6 @@ void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParam
       for (int64_t c = 0; c < C; ++c) py[c] = f32_to_bf16(m[c]);  // exact: m is a bf16 value
     }
   }
-  if (b.tracing_placement())
-    b.place("pool2d_forward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
 }
 
 // Each window's gradient goes to its first element (row-major over h, w) equal to y. Windows
@@ -360,6 +434,9 @@ void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& 
   const uint16_t* yp = bits(y);
   const uint16_t* gp = bits(dy);
   uint16_t* dxp = bits(dx);
+  if (b.tracing_placement())
+    b.place("pool2d_backward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
+  if (is_2x2_stride_2(p)) return max_pool_2x2_backward(dxp, gp, xp, yp, N, C, H, W, P, Q);
 #pragma omp parallel for schedule(static) if (N > 1)
   for (int64_t n = 0; n < N; ++n) {
     std::vector<float> acc(static_cast<size_t>(H * W * C), 0.f);
@@ -391,8 +468,6 @@ void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& 
 #pragma omp simd
     for (int64_t i = 0; i < H * W * C; ++i) out[i] = f32_to_bf16(acc[static_cast<size_t>(i)]);
   }
-  if (b.tracing_placement())
-    b.place("pool2d_backward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
 }
 
 }  // namespace mixed

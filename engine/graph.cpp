@@ -164,7 +164,10 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   if (std::string why; !backend.supports_dtype(activation_dtype(precision_), &why))
     throw DeviceError("precision " + std::string(precision_name(precision_)) + " on " +
                           backend.name() + ": " + why,
-                      "use --precision fp32, or a device that has it");
+                      backend.name() == "cpu"
+                          ? "use --precision fp32"
+                          : "use --precision fp32 or tf32 there, or bf16 on a CPU with "
+                            "AVX512-BF16 (trainer devices says whether this one has it)");
   int64_t packed = 0;
   for (Param* p : params()) packed += packed_numel(p->shape);
   Tensor values(backend, Shape{packed}), grads(backend, Shape{packed});
