@@ -224,6 +224,17 @@ void bias_backward(CpuBackend& b, Tensor& db, const Tensor& dy);
 void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParams& p);
 void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
                      const Tensor& y, const Pool2dParams& p);
+// Batch normalization of bf16 tensors whose channels are innermost (channels-last images, (N,C)
+// rows), statistics in fp32 and double; false (nothing done) for any other form.
+bool batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                const Tensor& gamma, const Tensor& beta, float momentum, float eps);
+bool batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, const Tensor& running_mean,
+                                 const Tensor& running_var, float eps);
+bool batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_inv_std);
 int64_t count_nonfinite(const Tensor& t);
 void fill(Tensor& t, float value);
 // dst = src in another dtype or memory order, element for element in logical order.

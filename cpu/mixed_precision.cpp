@@ -470,5 +470,174 @@ void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& 
   }
 }
 
+// --- batch normalization, channels innermost: x seen as (rows, C) ---
+
+namespace {
+
+constexpr int64_t kRowBlock = 256;  // rows summed in fp32 before the blocks are added in double
+
+// Per channel, over every row: sums of f(row values) for the two functions the callers need,
+// each block of rows in fp32 lanes, the blocks in double, in block order (any thread count gives
+// the same sums).
+template <typename F>
+void channel_sums(int64_t rows, int64_t c, F&& f, std::vector<double>& s1, std::vector<double>& s2) {
+  const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  std::vector<float> p1(static_cast<size_t>(blocks * c), 0.f), p2(p1.size(), 0.f);
+#pragma omp parallel for schedule(static) if (rows * c > 16384)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t end = std::min(rows, (k + 1) * kRowBlock);
+    for (int64_t r = k * kRowBlock; r < end; ++r) f(r, p1.data() + k * c, p2.data() + k * c);
+  }
+  s1.assign(static_cast<size_t>(c), 0.0);
+  s2.assign(static_cast<size_t>(c), 0.0);
+  for (int64_t k = 0; k < blocks; ++k)
+    for (int64_t j = 0; j < c; ++j) {
+      s1[static_cast<size_t>(j)] += p1[static_cast<size_t>(k * c + j)];
+      s2[static_cast<size_t>(j)] += p2[static_cast<size_t>(k * c + j)];
+    }
+}
+
+bool bn_form(const Tensor& x, const Tensor& gamma, std::initializer_list<const Tensor*> same,
+             int64_t* rows, int64_t* c) {
+  if (x.dtype() != DType::kBF16 || !channel_rows(x, rows, c) || *c != gamma.numel()) return false;
+  for (const Tensor* t : same)
+    if (t->dtype() != DType::kBF16 || t->layout() != x.layout() || t->shape() != x.shape())
+      return false;
+  return true;
+}
+
+// y = (x - mean) * a + b per channel, rounded to bf16 once.
+void normalize_rows(uint16_t* y, const uint16_t* x, int64_t rows, int64_t c,
+                    const std::vector<float>& mean, const std::vector<float>& a,
+                    const std::vector<float>& b) {
+#pragma omp parallel for schedule(static) if (rows * c > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* xr = x + r * c;
+    uint16_t* yr = y + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j)
+      yr[j] = f32_to_bf16((bf16_to_f32(xr[j]) - mean[static_cast<size_t>(j)]) *
+                              a[static_cast<size_t>(j)] +
+                          b[static_cast<size_t>(j)]);
+  }
+}
+
+}  // namespace
+
+bool batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                const Tensor& gamma, const Tensor& beta, float momentum,
+                                float eps) {
+  int64_t rows = 0, c = 0;
+  if (!bn_form(x, gamma, {&y}, &rows, &c)) return false;
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&beta, &save_mean, &save_inv_std,
+                                                              &running_mean, &running_var})
+    TANDEM_CHECK(t->numel() == c, "batchnorm: a per-channel tensor of " + t->shape().str() +
+                                      " for " + std::to_string(c) + " channels");
+  TANDEM_CHECK(rows > 1, "batch normalization needs more than one value per channel, got " +
+                             x.shape().str());
+  const uint16_t* xp = bits(x);
+  std::vector<double> sum, unused, squares;
+  channel_sums(rows, c, [&](int64_t r, float* s, float*) {
+    const uint16_t* xr = xp + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) s[j] += bf16_to_f32(xr[j]);
+  }, sum, unused);
+  std::vector<float> mean(static_cast<size_t>(c)), a(mean.size()), b(mean.size());
+  for (size_t j = 0; j < mean.size(); ++j) mean[j] = static_cast<float>(sum[j] / static_cast<double>(rows));
+  // Two passes, as fp32's: no cancellation of a large mean.
+  channel_sums(rows, c, [&](int64_t r, float* s, float*) {
+    const uint16_t* xr = xp + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const float d = bf16_to_f32(xr[j]) - mean[static_cast<size_t>(j)];
+      s[j] += d * d;
+    }
+  }, squares, unused);
+  for (size_t j = 0; j < mean.size(); ++j) {
+    const double m = sum[j] / static_cast<double>(rows);
+    const double var = squares[j] / static_cast<double>(rows);
+    const double inv_std = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    save_mean.data()[j] = static_cast<float>(m);
+    save_inv_std.data()[j] = static_cast<float>(inv_std);
+    float& rm = running_mean.data()[j];
+    float& rv = running_var.data()[j];
+    const double unbiased = squares[j] / static_cast<double>(rows - 1);
+    rm = static_cast<float>((1.0 - momentum) * rm + momentum * m);
+    rv = static_cast<float>((1.0 - momentum) * rv + momentum * unbiased);
+    a[j] = static_cast<float>(gamma.data()[j] * inv_std);
+    b[j] = beta.data()[j];
+  }
+  normalize_rows(bits(y), xp, rows, c, mean, a, b);
+  return true;
+}
+
+bool batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, const Tensor& running_mean,
+                                 const Tensor& running_var, float eps) {
+  int64_t rows = 0, c = 0;
+  if (!bn_form(x, gamma, {&y}, &rows, &c)) return false;
+  std::vector<float> mean(static_cast<size_t>(c)), a(mean.size()), b(mean.size());
+  for (size_t j = 0; j < mean.size(); ++j) {
+    mean[j] = running_mean.data()[j];
+    a[j] = static_cast<float>(gamma.data()[j] /
+                              std::sqrt(static_cast<double>(running_var.data()[j]) + eps));
+    b[j] = beta.data()[j];
+  }
+  normalize_rows(bits(y), bits(x), rows, c, mean, a, b);
+  return true;
+}
+
+// dx = gamma * inv_std * (dy - mean(dy) - (x - mean) * inv_std^2 * mean(dy * (x - mean))).
+bool batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_inv_std) {
+  int64_t rows = 0, c = 0;
+  if (!bn_form(x, gamma, {&dy}, &rows, &c)) return false;
+  if (dx && (dx->dtype() != DType::kBF16 || dx->layout() != x.layout())) return false;
+  for (const Tensor* t :
+       std::initializer_list<const Tensor*>{&dgamma, &dbeta, &save_mean, &save_inv_std})
+    TANDEM_CHECK(t->numel() == c, "batchnorm backward: a per-channel tensor of " +
+                                      t->shape().str() + " for " + std::to_string(c) + " channels");
+  const uint16_t *xp = bits(x), *gp = bits(dy);
+  const float* mean = save_mean.data();
+  std::vector<double> sum_dy, sum_dy_xc;
+  channel_sums(rows, c, [&](int64_t r, float* s, float* t) {
+    const uint16_t* xr = xp + r * c;
+    const uint16_t* gr = gp + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const float g = bf16_to_f32(gr[j]);
+      s[j] += g;
+      t[j] += g * (bf16_to_f32(xr[j]) - mean[j]);
+    }
+  }, sum_dy, sum_dy_xc);
+  std::vector<float> a(static_cast<size_t>(c)), bc(a.size()), mean_dy(a.size());
+  const double m = static_cast<double>(rows);
+  for (size_t j = 0; j < a.size(); ++j) {
+    const double inv_std = save_inv_std.data()[j];
+    dbeta.data()[j] = static_cast<float>(sum_dy[j]);
+    dgamma.data()[j] = static_cast<float>(sum_dy_xc[j] * inv_std);
+    const double aj = gamma.data()[j] * inv_std;
+    a[j] = static_cast<float>(aj);
+    bc[j] = static_cast<float>(-aj * inv_std * inv_std * sum_dy_xc[j] / m);
+    mean_dy[j] = static_cast<float>(sum_dy[j] / m);
+  }
+  if (!dx) return true;
+  uint16_t* dxp = bits(*dx);
+#pragma omp parallel for schedule(static) if (rows * c > 16384)
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* xr = xp + r * c;
+    const uint16_t* gr = gp + r * c;
+    uint16_t* dr = dxp + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j)
+      dr[j] = f32_to_bf16((bf16_to_f32(gr[j]) - mean_dy[static_cast<size_t>(j)]) *
+                              a[static_cast<size_t>(j)] +
+                          (bf16_to_f32(xr[j]) - mean[j]) * bc[static_cast<size_t>(j)]);
+  }
+  return true;
+}
+
 }  // namespace mixed
 }  // namespace tandem

@@ -310,6 +310,34 @@ TEST_P(Bf16Test, BatchNormalizationMatchesReference) {
   const reference::BatchNorm r = reference::batchnorm_training(x, gamma, beta, N, C, H * W, 1e-5);
   EXPECT_LT(relative_error(values(y), r.y), tolerance(N * H * W));
   EXPECT_LT(relative_error(download(mean), r.mean), tolerance(N * H * W, false));
+  Doubles running_var(static_cast<size_t>(C));  // 0.9 * 1 + 0.1 * the unbiased variance
+  for (size_t c = 0; c < running_var.size(); ++c)
+    running_var[c] = 0.9 + 0.1 * r.var[c] * (N * H * W) / (N * H * W - 1.0);
+  EXPECT_LT(relative_error(download(rv), running_var), tolerance(N * H * W, false));
+
+  // The backward against the fp32 kernel's on the same (rounded) values: sums over N*H*W.
+  const Floats dy = rounded(random(N * C * H * W, 93));
+  Tensor dx = output16({N, C, H, W}), dgamma = output({C}), dbeta = output({C});
+  Tensor tgamma = upload({C}, gamma);
+  be().batchnorm_backward(&dx, dgamma, dbeta, upload16({N, C, H, W}, dy), upload16({N, C, H, W}, x),
+                          tgamma, mean, inv_std);
+  Tensor dx32 = output({N, C, H, W}), dgamma32 = output({C}), dbeta32 = output({C});
+  be().batchnorm_backward(&dx32, dgamma32, dbeta32, upload({N, C, H, W}, dy),
+                          upload({N, C, H, W}, x), tgamma, mean, inv_std);
+  auto as_doubles = [](const Floats& f) { return Doubles(f.begin(), f.end()); };
+  EXPECT_LT(relative_error(values(dx), as_doubles(download(dx32))), tolerance(N * H * W));
+  EXPECT_LT(relative_error(download(dgamma), as_doubles(download(dgamma32))),
+            tolerance(N * H * W, false));
+  EXPECT_LT(relative_error(download(dbeta), as_doubles(download(dbeta32))),
+            tolerance(N * H * W, false));
+  // Inference with the running statistics.
+  Tensor yi = output16({N, C, H, W});
+  be().batchnorm_forward_inference(yi, upload16({N, C, H, W}, x), tgamma, upload({C}, beta), rm, rv,
+                                   1e-5f);
+  Floats rmh = download(rm), rvh = download(rv);
+  EXPECT_LT(relative_error(values(yi), reference::batchnorm_inference(x, gamma, beta, rmh, rvh, N,
+                                                                      C, H * W, 1e-5)),
+            tolerance(1));
 }
 
 // Dropout keeps the fp32 mask of the logical index: the same mask as an fp32 run's.
