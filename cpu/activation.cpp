@@ -64,9 +64,10 @@ dnnl::eltwise_forward::primitive_desc forward_pd(Activation a, float alpha, int6
                                                  const dnnl::engine& eng,
                                                  const dnnl::primitive_attr& attr,
                                                  DType dtype = DType::kF32) {
-  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, eltwise_algorithm(a),
-                                dnnl::memory::desc({n}, dnnl_dtype(dtype), dnnl::memory::format_tag::a),
-                                eltwise_alpha(a, alpha));
+  dnnl::eltwise_forward::desc d(
+      dnnl::prop_kind::forward_training, eltwise_algorithm(a),
+      dnnl::memory::desc({n}, dnnl_dtype(dtype), dnnl::memory::format_tag::a),
+      eltwise_alpha(a, alpha));
   return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
 }
 

@@ -77,8 +77,8 @@ void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor
                                             const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, float momentum, float eps) {
   if (!all_f32_plain({&y, &x})) {  // bf16: its own loops; else fp32 stand-ins
-    if (mixed::batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var,
-                                          x, gamma, beta, momentum, eps))
+    if (mixed::batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x,
+                                          gamma, beta, momentum, eps))
       return;
     F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
     batchnorm_forward_training(sy.f32(), save_mean, save_inv_std, running_mean, running_var,
@@ -141,8 +141,7 @@ void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, c
                                     const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                     const Tensor& save_inv_std) {
   if (!all_f32_plain({&dy, &x}) || (dx && !dx->is_f32_plain())) {
-    if (mixed::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std))
-      return;
+    if (mixed::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std)) return;
     F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
     std::optional<F32Stage> sdx;
     if (dx) sdx.emplace(*this, *dx, false, true);

@@ -9,7 +9,9 @@
 
 namespace tandem {
 
-inline float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 // Branch-free (masks, not a ternary of calls), so that GCC vectorises the loops that call it.
 inline uint16_t f32_to_bf16(float f) {

@@ -191,8 +191,8 @@ void CpuBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src,
                                               any_desc(g.wei, dt), dst, g.strides, g.dilates,
                                               g.pad_l, g.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(
-          d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
+      dnnl::convolution_backward_data::primitive_desc pd(d, scratchpad_attr(), engine(),
+                                                         forward_hint(g, src, dst, dt, engine()));
       e->prim = dnnl::convolution_backward_data(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);

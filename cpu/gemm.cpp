@@ -56,10 +56,10 @@ void CpuBackend::gemm(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a,
     return sc.finish();
   }
   // A short key, built on every call: this op runs several times a step.
-  const DType ct = !low                        ? DType::kF32
-                   : is_16bit(a.dtype())       ? a.dtype()
-                   : is_16bit(b.dtype())       ? b.dtype()
-                                               : c.dtype();
+  const DType ct = !low                  ? DType::kF32
+                   : is_16bit(a.dtype()) ? a.dtype()
+                   : is_16bit(b.dtype()) ? b.dtype()
+                                         : c.dtype();
   char key[128];
   std::snprintf(key, sizeof key, "gemm %lldx%lldx%lld%s%s a%.9g b%.9g%s%s%s%s",
                 static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),

@@ -63,8 +63,8 @@ inline int32_t above(float v, float m) { return (v > m) | ((v != v) & (m == m));
 inline int32_t same(float v, float m) { return (v == m) | ((v != v) & (m != m)); }
 
 bool is_2x2_stride_2(const Pool2dParams& p) {
-  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
-         p.pad_h == 0 && p.pad_w == 0;
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0;
 }
 
 // LeNet's and VGG's pooling, 2x2 windows of stride 2, channels-last: each output row of C values
@@ -138,10 +138,14 @@ void max_pool_2x2_backward(uint16_t* dx, const uint16_t* dy, const uint16_t* x, 
 
 dnnl::memory::data_type dnnl_dtype(DType d) {
   switch (d) {
-    case DType::kF32: return memory::data_type::f32;
-    case DType::kI32: return memory::data_type::s32;
-    case DType::kBF16: return memory::data_type::bf16;
-    case DType::kF16: return memory::data_type::f16;
+    case DType::kF32:
+      return memory::data_type::f32;
+    case DType::kI32:
+      return memory::data_type::s32;
+    case DType::kBF16:
+      return memory::data_type::bf16;
+    case DType::kF16:
+      return memory::data_type::f16;
   }
   return memory::data_type::f32;
 }
@@ -191,12 +195,11 @@ void convert(CpuBackend& b, Tensor& dst, const Tensor& src) {
     dims.assign(d.begin(), d.end());
   }
   const memory::desc src_md = tensor_desc(src, dims), dst_md = tensor_desc(dst, dims);
-  const std::string key = std::string("convert ") + shaped.shape().str() + " " +
-                          dtype_name(src.dtype()) +
-                          (src.layout() == Layout::kChannelsLast ? " nhwc" : "") + " -> " +
-                          dtype_name(dst.dtype()) +
-                          (dst.layout() == Layout::kChannelsLast ? " nhwc" : "") +
-                          (dims.size() == 1 ? " [" + std::to_string(dims[0]) + "]" : "");
+  const std::string key =
+      std::string("convert ") + shaped.shape().str() + " " + dtype_name(src.dtype()) +
+      (src.layout() == Layout::kChannelsLast ? " nhwc" : "") + " -> " + dtype_name(dst.dtype()) +
+      (dst.layout() == Layout::kChannelsLast ? " nhwc" : "") +
+      (dims.size() == 1 ? " [" + std::to_string(dims[0]) + "]" : "");
   auto& e = b.cached<ConvertEntry>(key, [&] {
     return dnnl_guard(key, [&] {
       auto e = std::make_unique<ConvertEntry>();
@@ -329,8 +332,8 @@ void bias_add(CpuBackend& b, Tensor& y, const Tensor& bias) {
     b.bias_add(sy.f32(), sb.f32());
     return sy.finish();
   }
-  TANDEM_CHECK(bias.numel() == c, "bias_add: " + y.shape().str() + " with bias " +
-                                      bias.shape().str());
+  TANDEM_CHECK(bias.numel() == c,
+               "bias_add: " + y.shape().str() + " with bias " + bias.shape().str());
   uint16_t* yp = bits(y);
   const float* bp = bias.data();
 #pragma omp parallel for schedule(static) if (rows * c > 16384)
@@ -350,8 +353,7 @@ void bias_backward(CpuBackend& b, Tensor& db, const Tensor& dy) {
     b.bias_backward(sdb.f32(), sdy.f32());
     return sdb.finish();
   }
-  TANDEM_CHECK(db.numel() == c, "bias_backward: " + dy.shape().str() + " into " +
-                                    db.shape().str());
+  TANDEM_CHECK(db.numel() == c, "bias_backward: " + dy.shape().str() + " into " + db.shape().str());
   constexpr int64_t kBlock = 256;
   const int64_t blocks = (rows + kBlock - 1) / kBlock;
   std::vector<float> partial(static_cast<size_t>(blocks * c), 0.f);
@@ -384,8 +386,8 @@ void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParam
   }
   const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
   const int64_t P = y.dim(2), Q = y.dim(3);
-  TANDEM_CHECK(y.dim(0) == N && y.dim(1) == C, "pool2d shapes " + x.shape().str() + " -> " +
-                                                   y.shape().str());
+  TANDEM_CHECK(y.dim(0) == N && y.dim(1) == C,
+               "pool2d shapes " + x.shape().str() + " -> " + y.shape().str());
   const uint16_t* xp = bits(x);
   uint16_t* yp = bits(y);
   if (b.tracing_placement())
@@ -419,8 +421,8 @@ void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParam
 
 // Each window's gradient goes to its first element (row-major over h, w) equal to y. Windows
 // that overlap add in fp32, per sample, and are rounded once.
-void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
-                     const Tensor& y, const Pool2dParams& p) {
+void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                     const Pool2dParams& p) {
   if (p.mode != PoolMode::kMax || !all_bf16_same_layout({&dx, &dy, &x, &y}) ||
       x.layout() != Layout::kChannelsLast) {
     F32Stage sdx(b, dx, false, true), sdy(b, dy, true, false), sx(b, x, true, false),
@@ -480,7 +482,8 @@ constexpr int64_t kRowBlock = 256;  // rows summed in fp32 before the blocks are
 // each block of rows in fp32 lanes, the blocks in double, in block order (any thread count gives
 // the same sums).
 template <typename F>
-void channel_sums(int64_t rows, int64_t c, F&& f, std::vector<double>& s1, std::vector<double>& s2) {
+void channel_sums(int64_t rows, int64_t c, F&& f, std::vector<double>& s1,
+                  std::vector<double>& s2) {
   const int64_t blocks = (rows + kRowBlock - 1) / kRowBlock;
   std::vector<float> p1(static_cast<size_t>(blocks * c), 0.f), p2(p1.size(), 0.f);
 #pragma omp parallel for schedule(static) if (rows * c > 16384)
@@ -534,26 +537,33 @@ bool batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_s
                                                               &running_mean, &running_var})
     TANDEM_CHECK(t->numel() == c, "batchnorm: a per-channel tensor of " + t->shape().str() +
                                       " for " + std::to_string(c) + " channels");
-  TANDEM_CHECK(rows > 1, "batch normalization needs more than one value per channel, got " +
-                             x.shape().str());
+  TANDEM_CHECK(rows > 1,
+               "batch normalization needs more than one value per channel, got " + x.shape().str());
   const uint16_t* xp = bits(x);
   std::vector<double> sum, unused, squares;
-  channel_sums(rows, c, [&](int64_t r, float* s, float*) {
-    const uint16_t* xr = xp + r * c;
+  channel_sums(
+      rows, c,
+      [&](int64_t r, float* s, float*) {
+        const uint16_t* xr = xp + r * c;
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) s[j] += bf16_to_f32(xr[j]);
-  }, sum, unused);
+        for (int64_t j = 0; j < c; ++j) s[j] += bf16_to_f32(xr[j]);
+      },
+      sum, unused);
   std::vector<float> mean(static_cast<size_t>(c)), a(mean.size()), b(mean.size());
-  for (size_t j = 0; j < mean.size(); ++j) mean[j] = static_cast<float>(sum[j] / static_cast<double>(rows));
+  for (size_t j = 0; j < mean.size(); ++j)
+    mean[j] = static_cast<float>(sum[j] / static_cast<double>(rows));
   // Two passes, as fp32's: no cancellation of a large mean.
-  channel_sums(rows, c, [&](int64_t r, float* s, float*) {
-    const uint16_t* xr = xp + r * c;
+  channel_sums(
+      rows, c,
+      [&](int64_t r, float* s, float*) {
+        const uint16_t* xr = xp + r * c;
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) {
-      const float d = bf16_to_f32(xr[j]) - mean[static_cast<size_t>(j)];
-      s[j] += d * d;
-    }
-  }, squares, unused);
+        for (int64_t j = 0; j < c; ++j) {
+          const float d = bf16_to_f32(xr[j]) - mean[static_cast<size_t>(j)];
+          s[j] += d * d;
+        }
+      },
+      squares, unused);
   for (size_t j = 0; j < mean.size(); ++j) {
     const double m = sum[j] / static_cast<double>(rows);
     const double var = squares[j] / static_cast<double>(rows);
@@ -602,16 +612,19 @@ bool batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor&
   const uint16_t *xp = bits(x), *gp = bits(dy);
   const float* mean = save_mean.data();
   std::vector<double> sum_dy, sum_dy_xc;
-  channel_sums(rows, c, [&](int64_t r, float* s, float* t) {
-    const uint16_t* xr = xp + r * c;
-    const uint16_t* gr = gp + r * c;
+  channel_sums(
+      rows, c,
+      [&](int64_t r, float* s, float* t) {
+        const uint16_t* xr = xp + r * c;
+        const uint16_t* gr = gp + r * c;
 #pragma omp simd
-    for (int64_t j = 0; j < c; ++j) {
-      const float g = bf16_to_f32(gr[j]);
-      s[j] += g;
-      t[j] += g * (bf16_to_f32(xr[j]) - mean[j]);
-    }
-  }, sum_dy, sum_dy_xc);
+        for (int64_t j = 0; j < c; ++j) {
+          const float g = bf16_to_f32(gr[j]);
+          s[j] += g;
+          t[j] += g * (bf16_to_f32(xr[j]) - mean[j]);
+        }
+      },
+      sum_dy, sum_dy_xc);
   std::vector<float> a(static_cast<size_t>(c)), bc(a.size()), mean_dy(a.size());
   const double m = static_cast<double>(rows);
   for (size_t j = 0; j < a.size(); ++j) {

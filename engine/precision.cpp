@@ -15,20 +15,28 @@ Precision parse_precision(const std::string& name) {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::kF32: return "fp32";
-    case Precision::kTF32: return "tf32";
-    case Precision::kBF16: return "bf16";
-    case Precision::kF16: return "fp16";
+    case Precision::kF32:
+      return "fp32";
+    case Precision::kTF32:
+      return "tf32";
+    case Precision::kBF16:
+      return "bf16";
+    case Precision::kF16:
+      return "fp16";
   }
   return "?";
 }
 
 double parity_tolerance(Precision p) {
   switch (p) {
-    case Precision::kF32: return 1e-3;
-    case Precision::kTF32: return 1e-2;  // tf32 keeps 10 mantissa bits in its products
-    case Precision::kBF16: return 5e-2;  // 2^-9 per value, compounded over layers and steps
-    case Precision::kF16: return 1e-2;   // 2^-12 per value
+    case Precision::kF32:
+      return 1e-3;
+    case Precision::kTF32:
+      return 1e-2;  // tf32 keeps 10 mantissa bits in its products
+    case Precision::kBF16:
+      return 5e-2;  // 2^-9 per value, compounded over layers and steps
+    case Precision::kF16:
+      return 1e-2;  // 2^-12 per value
   }
   return 1e-3;
 }

@@ -500,7 +500,11 @@ std::string continue_command(const RunRequest& r, const Config& config, const De
       }
       words.push_back(a[i]);
       if (a[i] == "--device" && i + 1 < a.size()) {
-        words.push_back(device.label);
+        words.push_back(device.label.substr(0, device.label.find(' ')));  // not "cpu bf16"
+        ++i;
+      }
+      if (a[i] == "--precision" && i + 1 < a.size()) {  // the stopped run's, of a list
+        words.push_back(device.precision.empty() ? a[i + 1] : device.precision);
         ++i;
       }
     }

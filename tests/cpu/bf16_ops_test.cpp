@@ -62,12 +62,13 @@ class Bf16Test : public BackendTest {
 // Round to nearest, ties to even, on values chosen to sit exactly on and beside the ties; and a
 // channels-last tensor keeps (N,C,H,W) as its logical order while storing (N,H,W,C).
 TEST_P(Bf16Test, ConversionRoundsToNearestEvenAndKeepsTheLogicalOrder) {
-  const float one_ulp = std::ldexp(1.f, -7);  // bf16's ulp at 1
-  const Floats x = {1.f + one_ulp / 2,             // a tie: down to the even 1
-                    1.f + 3 * one_ulp / 2,         // a tie: up to the even 1 + 2 ulp
-                    1.f + one_ulp / 2 + 1e-6f,     // past the tie: up
-                    -2.f - one_ulp,                // past the tie at 2 (ulp 2^-6): down
-                    INFINITY, 3.f};
+  const float one_ulp = std::ldexp(1.f, -7);    // bf16's ulp at 1
+  const Floats x = {1.f + one_ulp / 2,          // a tie: down to the even 1
+                    1.f + 3 * one_ulp / 2,      // a tie: up to the even 1 + 2 ulp
+                    1.f + one_ulp / 2 + 1e-6f,  // past the tie: up
+                    -2.f - one_ulp,             // past the tie at 2 (ulp 2^-6): down
+                    INFINITY,
+                    3.f};
   Tensor t = upload16({1, 6, 1, 1}, x);
   const Floats back = values(t);
   EXPECT_EQ(back[0], 1.f);
@@ -138,8 +139,7 @@ TEST_P(Bf16Test, ConvolutionOfAnFp32InputWritesBf16) {
   Tensor y = output16({s.n, s.k, s.p(p), s.q(p)});
   be().conv2d_forward(y, upload({s.n, s.c, s.h, s.w}, x), upload({s.k, s.c, s.r, s.s}, w), nullptr,
                       p);
-  EXPECT_LT(relative_error(values(y),
-                           reference::conv2d_forward(x, w, {}, s, p)),
+  EXPECT_LT(relative_error(values(y), reference::conv2d_forward(x, w, {}, s, p)),
             tolerance(s.c * s.r * s.s));
 }
 
@@ -168,8 +168,8 @@ TEST_P(Bf16Test, ConvolutionWeightGradientIsFp32AndMatchesReference) {
     const Floats dy = rounded(random(s.n * s.k * P * Q, seed++));
     const Floats x = rounded(random(s.n * s.c * s.h * s.w, seed++));
     Tensor dw = output({s.k, s.c, s.r, s.s});  // fp32: it goes to the fp32 optimizer
-    be().conv2d_backward_filter(dw, upload16({s.n, s.k, P, Q}, dy), upload16({s.n, s.c, s.h, s.w}, x),
-                                c.p);
+    be().conv2d_backward_filter(dw, upload16({s.n, s.k, P, Q}, dy),
+                                upload16({s.n, s.c, s.h, s.w}, x), c.p);
     EXPECT_LT(relative_error(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p)),
               tolerance(s.n * P * Q, false));
   }
@@ -183,8 +183,9 @@ TEST_P(Bf16Test, MatrixProductsOfADenseLayerMatchReference) {
   Tensor tx = upload16({N, F}, x), tw = upload({U, F}, w), tdy = upload16({N, U}, dy);
   Tensor y = output16({N, U});
   be().gemm(y, tx, tw, false, true, 1.f, 0.f);  // y = x W^T
-  EXPECT_LT(relative_error(values(y), reference::gemm({}, x, rounded(w), N, U, F, false, true, 1, 0)),
-            tolerance(F));
+  EXPECT_LT(
+      relative_error(values(y), reference::gemm({}, x, rounded(w), N, U, F, false, true, 1, 0)),
+      tolerance(F));
   Tensor logits = output({N, U});
   be().gemm(logits, tx, tw, false, true, 1.f, 0.f);
   EXPECT_LT(relative_error(download(logits),
@@ -207,8 +208,8 @@ TEST_P(Bf16Test, MatrixProductsOfADenseLayerMatchReference) {
 TEST_P(Bf16Test, ActivationsMatchReference) {
   const Shape s{2, 5, 3, 4};
   const Floats x = rounded(random(s.numel(), 50, -3.f, 3.f)), dy = rounded(random(s.numel(), 51));
-  for (Activation a : {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid,
-                       Activation::kTanh}) {
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
     SCOPED_TRACE(static_cast<int>(a));
     Tensor tx = upload16(s, x), y = output16(s), dx = output16(s);
     be().activation_forward(y, tx, a, 0.1f);
@@ -361,7 +362,8 @@ TEST_P(Bf16Test, ChannelConcatenationKeepsTheLogicalOrder) {
   be().copy_columns(y, 12, upload16({2, 5, 2, 2}, b), 0, 20);
   const Floats v = values(y);
   for (int n = 0; n < 2; ++n) {
-    for (int i = 0; i < 12; ++i) EXPECT_EQ(v[static_cast<size_t>(n * 32 + i)], a[static_cast<size_t>(n * 12 + i)]);
+    for (int i = 0; i < 12; ++i)
+      EXPECT_EQ(v[static_cast<size_t>(n * 32 + i)], a[static_cast<size_t>(n * 12 + i)]);
     for (int i = 0; i < 20; ++i)
       EXPECT_EQ(v[static_cast<size_t>(n * 32 + 12 + i)], b[static_cast<size_t>(n * 20 + i)]);
   }

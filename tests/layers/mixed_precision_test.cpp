@@ -20,13 +20,15 @@ namespace {
 Config small_model(const std::string& precision, const std::string& activation = "relu",
                    const std::string& pool = "maxpool") {
   const std::string a = "  - " + activation + "\n";
-  return parse_config("name: mixed\ninput: {shape: [3, 10, 10]}\nlayers:\n"
-                      "  - conv2d: {filters: 16, kernel: 3, padding: 1}\n" + a +
-                          "  - " + pool + ": {kernel: 2}\n  - conv2d: {filters: 32, kernel: 3}\n" +
-                          a + "  - flatten\n  - dense: {units: 24}\n" + a +
-                          "  - dense: {units: 5}\ndata: {format: synthetic, classes: 5}\n"
-                          "precision: " + precision + "\n",
-                      "mixed.yaml");
+  return parse_config(
+      "name: mixed\ninput: {shape: [3, 10, 10]}\nlayers:\n"
+      "  - conv2d: {filters: 16, kernel: 3, padding: 1}\n" +
+          a + "  - " + pool + ": {kernel: 2}\n  - conv2d: {filters: 32, kernel: 3}\n" + a +
+          "  - flatten\n  - dense: {units: 24}\n" + a +
+          "  - dense: {units: 5}\ndata: {format: synthetic, classes: 5}\n"
+          "precision: " +
+          precision + "\n",
+      "mixed.yaml");
 }
 
 constexpr int64_t kBatch = 8;
@@ -90,7 +92,7 @@ TEST(MixedPrecision, ActivationsAreBf16ChannelsLastBetweenTheGraphsEdges) {
   if (!r.supported()) GTEST_SKIP() << "this CPU has no bf16 instructions";
   const Graph& g = *r.graph;
   EXPECT_EQ(r.graph->input().dtype(), DType::kF32);  // the input as the data arrives
-  for (size_t i : {0u, 1u, 2u, 3u, 4u}) {          // conv, relu, pool, conv, relu: images
+  for (size_t i : {0u, 1u, 2u, 3u, 4u}) {            // conv, relu, pool, conv, relu: images
     SCOPED_TRACE(g.layers()[i]->name());
     EXPECT_EQ(g.output(i, kBatch).dtype(), DType::kBF16);
     EXPECT_EQ(g.output(i, kBatch).layout(), Layout::kChannelsLast);
@@ -100,7 +102,7 @@ TEST(MixedPrecision, ActivationsAreBf16ChannelsLastBetweenTheGraphsEdges) {
     EXPECT_EQ(g.output(i, kBatch).layout(), Layout::kPlain);
   }
   EXPECT_EQ(g.output(8, kBatch).dtype(), DType::kF32);  // the logits, for the fp32 loss
-  for (Param* p : r.graph->params()) {  // master weights and their gradients
+  for (Param* p : r.graph->params()) {                  // master weights and their gradients
     EXPECT_EQ(p->value.dtype(), DType::kF32);
     EXPECT_EQ(p->grad.dtype(), DType::kF32);
   }
@@ -115,7 +117,8 @@ TEST(MixedPrecision, FlattenKeepsTheFp32FeatureOrder) {
   ref.step();
   // Five bf16 roundings (conv, relu, pool, conv, relu: 2^-9 each) and two convolutions' bf16
   // products: within 2%, where another feature order would be off by 100%.
-  const auto a = low.values(low.graph->output(5, kBatch)), b = ref.values(ref.graph->output(5, kBatch));
+  const auto a = low.values(low.graph->output(5, kBatch)),
+             b = ref.values(ref.graph->output(5, kBatch));
   EXPECT_LT(relative_error(a, b), 0.02);
 }
 

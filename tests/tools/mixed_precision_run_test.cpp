@@ -115,8 +115,9 @@ TEST(MixedPrecisionRun, ResumingABf16RunEqualsTheUninterruptedRun) {
   auto a = run_trainer("--config " + cfg + " --device cpu:2 --precision bf16 --metrics " + whole +
                        ".jsonl --quiet --checkpoint-dir " + whole);
   ASSERT_EQ(a.status, 0) << a.out;
-  auto b = run_trainer("--config " + cfg + " --device cpu:2 --precision bf16 --epochs 3 --metrics " +
-                       part + ".jsonl --quiet --resume " + whole + "/epoch-1.safetensors");
+  auto b =
+      run_trainer("--config " + cfg + " --device cpu:2 --precision bf16 --epochs 3 --metrics " +
+                  part + ".jsonl --quiet --resume " + whole + "/epoch-1.safetensors");
   ASSERT_EQ(b.status, 0) << b.out;
   auto losses = [](const std::string& file) {
     std::ifstream in(file);
@@ -124,7 +125,8 @@ TEST(MixedPrecisionRun, ResumingABf16RunEqualsTheUninterruptedRun) {
     std::string line;
     std::smatch m;
     while (std::getline(in, line))
-      if (std::regex_search(line, m, std::regex(R"("train_loss": ([-0-9.e]+))"))) out.push_back(m[1]);
+      if (std::regex_search(line, m, std::regex(R"("train_loss": ([-0-9.e]+))")))
+        out.push_back(m[1]);
     return out;
   };
   const std::vector<std::string> x = losses(whole + ".jsonl"), y = losses(part + ".jsonl");
