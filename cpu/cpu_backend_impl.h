@@ -102,6 +102,9 @@ class CpuBackend : public Backend {
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                    const AdamParams& p) override;
+  void gradient_norm(Tensor& norm, const Tensor& grads) override;
+  void update_gate(Tensor& gate, const Tensor& loss, const Tensor* grad_norm,
+                   const GateParams& p) override;
 
   using Backend::count_nonfinite;  // the several-tensor form
   int64_t count_nonfinite(const Tensor& t) override;

@@ -212,6 +212,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                           : CUBLAS_DEFAULT_MATH));
     CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&later_done_, cudaEventDisableTiming));
     CUDA_CHECK_ALLOC(cudaMalloc(&device_flag_, 4 * sizeof(unsigned long long)), 32);
     CUDA_CHECK(cudaHostAlloc(&host_flag_, 4 * sizeof(unsigned long long), cudaHostAllocDefault));
     pool_ = std::make_shared<DevicePool>(device_, options.batch_size);
@@ -232,6 +233,8 @@ void CudaBackend::release() {
   if (cublas_) cublasDestroy(cublas_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (staging_free_) cudaEventDestroy(staging_free_);
+  if (later_done_) cudaEventDestroy(later_done_);
+  later_done_ = nullptr;
   if (staging_) cudaFreeHost(staging_);
   if (host_flag_) cudaFreeHost(host_flag_);
   if (device_flag_) cudaFree(device_flag_);
@@ -405,10 +408,41 @@ void CudaBackend::download(void* host, const Tensor& src) {
     size_t len = std::min(staging_bytes_, n - off);
     CUDA_CHECK(cudaMemcpyAsync(staging_, s + off, len, cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
+    later_pending_ = false;  // queued before: done
     std::memcpy(h + off, staging_, len);
     off += len;
   }
+  check_later_labels();
   check_labels();
+}
+
+void CudaBackend::download_later(void* host, const Tensor& src) {
+  if (src.bytes() == 0) return;
+  if (!is_pinned(host)) {  // a pageable copy is not asynchronous anyway
+    download(host, src);
+    return;
+  }
+  wait_downloads();
+  make_current(device_);
+  if (label_classes_) {
+    // The labels of the ops queued so far are checked when this copy is waited for; the device
+    // word starts again for the ops queued after it.
+    CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 2, device_flag_ + 1, sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaMemsetAsync(device_flag_ + 1, 0xFF, sizeof(unsigned long long), stream_));
+    later_label_classes_ = label_classes_;
+    label_classes_ = 0;
+  }
+  CUDA_CHECK(cudaMemcpyAsync(host, src.data(), src.bytes(), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaEventRecord(later_done_, stream_));
+  later_pending_ = true;
+}
+
+void CudaBackend::wait_downloads() {
+  if (!later_pending_) return;
+  CUDA_CHECK(cudaEventSynchronize(later_done_));
+  later_pending_ = false;
+  check_later_labels();
 }
 
 void CudaBackend::copy(Tensor& dst, const Tensor& src) {
@@ -431,6 +465,8 @@ void CudaBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, 
 void CudaBackend::synchronize() {
   copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  later_pending_ = false;
+  check_later_labels();
   check_labels();
 }
 

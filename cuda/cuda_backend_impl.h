@@ -93,6 +93,8 @@ class CudaBackend : public Backend {
   void upload(Tensor& dst, const void* host) override;
   void upload_ahead(Tensor& dst, const void* host) override;
   void download(void* host, const Tensor& src) override;
+  void download_later(void* host, const Tensor& src) override;
+  void wait_downloads() override;
   void fill(Tensor& t, float value) override;
   void copy(Tensor& dst, const Tensor& src) override;
   void synchronize() override;
@@ -148,6 +150,9 @@ class CudaBackend : public Backend {
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                    const AdamParams& p) override;
+  void gradient_norm(Tensor& norm, const Tensor& grads) override;
+  void update_gate(Tensor& gate, const Tensor& loss, const Tensor* grad_norm,
+                   const GateParams& p) override;
 
   int64_t count_nonfinite(const Tensor& t) override;
   int64_t count_nonfinite(const std::vector<const Tensor*>& ts) override;
@@ -188,6 +193,9 @@ class CudaBackend : public Backend {
   void release();               // frees every handle and buffer; safe on a half-built backend
   void copy_label_flag();       // before a wait for stream_, when a check is due
   void check_labels();          // after that wait: throws for a bad label the kernels found
+  // After a wait that covers download_later's copy: its own label check (its word in
+  // host_flag_[2], taken from the device word, which it reset for the ops queued after it).
+  void check_later_labels();
 
   BackendOptions options_;
   int device_ = 0;
@@ -205,6 +213,9 @@ class CudaBackend : public Backend {
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of the staging buffer
   unsigned long long* device_flag_ = nullptr;
   unsigned long long* host_flag_ = nullptr;  // pinned; [0] counts, [1] is the label word
+  cudaEvent_t later_done_ = nullptr;         // recorded after download_later's copy
+  bool later_pending_ = false;               // a download_later not yet waited for
+  int64_t later_label_classes_ = 0;          // > 0: its label word ([2]) is still to be checked
   std::atomic<bool> warned_pageable_{false};  // allocate_host fell back to pageable memory once
   int64_t label_classes_ = 0;  // > 0: a label check is queued, for a model of this many classes
   std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;

@@ -192,6 +192,8 @@ int64_t CudaBackend::count_nonfinite(const std::vector<const Tensor*>& ts) {
                              cudaMemcpyDeviceToHost, stream_));
   copy_label_flag();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
+  later_pending_ = false;
+  check_later_labels();
   check_labels();
   return static_cast<int64_t>(*host_flag_);
 }

@@ -120,17 +120,9 @@ void CudaBackend::label_flag_queued(int64_t classes) {
   if (!label_classes_) label_classes_ = classes;
 }
 
-void CudaBackend::copy_label_flag() {
-  if (label_classes_)
-    CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 1, device_flag_ + 1, sizeof(unsigned long long),
-                               cudaMemcpyDeviceToHost, stream_));
-}
-
-void CudaBackend::check_labels() {
-  if (!label_classes_) return;
-  const int64_t c = label_classes_;
-  label_classes_ = 0;
-  const unsigned long long word = host_flag_[1];
+// The label word of the kernels (~0: every label was in range; else the first bad sample << 32 |
+// its label), for a model of c classes.
+static void throw_if_bad_label(unsigned long long word, int64_t c) {
   if (word == ~0ull) return;
   const int64_t row = static_cast<int64_t>(word >> 32);
   const int32_t label = static_cast<int32_t>(static_cast<uint32_t>(word & 0xFFFFFFFFull));
@@ -138,6 +130,26 @@ void CudaBackend::check_labels() {
                       " is outside [0, " + std::to_string(c) + ")",
                   "check that the data set's labels match the model's " + std::to_string(c) +
                       " output classes");
+}
+
+void CudaBackend::copy_label_flag() {
+  if (label_classes_)
+    CUDA_CHECK(cudaMemcpyAsync(host_flag_ + 1, device_flag_ + 1, sizeof(unsigned long long),
+                               cudaMemcpyDeviceToHost, stream_));
+}
+
+void CudaBackend::check_later_labels() {
+  if (!later_label_classes_ || later_pending_) return;
+  const int64_t c = later_label_classes_;
+  later_label_classes_ = 0;
+  throw_if_bad_label(host_flag_[2], c);
+}
+
+void CudaBackend::check_labels() {
+  if (!label_classes_) return;
+  const int64_t c = label_classes_;
+  label_classes_ = 0;
+  throw_if_bad_label(host_flag_[1], c);
 }
 
 void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,

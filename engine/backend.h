@@ -3,9 +3,10 @@
 // Conventions: outputs first, then inputs, then parameters; tensors are dense fp32 (labels int32)
 // in plain NCHW order and live on this backend. In a 16-bit run (engine/precision.h) activations
 // and their gradients are 16-bit, images channels-last; every op takes them, and defines its
-// result by the logical shape. Parameters, their gradients and optimizer state are always fp32. A backend never knows which layer calls
-// it; stateful objects (oneDNN primitives, cuDNN descriptors and algorithms, workspaces) are cached
-// inside the backend, keyed by shape, never rebuilt every step.
+// result by the logical shape. Parameters, their gradients and optimizer state are always fp32.
+// A backend never knows which layer calls it; stateful objects (oneDNN primitives, cuDNN
+// descriptors and algorithms, workspaces) are cached inside the backend, keyed by shape, never
+// rebuilt every step.
 #pragma once
 
 #include <cstddef>
@@ -39,15 +40,52 @@ struct Pool2dParams {
 
 enum class Activation { kRelu, kLeakyRelu, kSigmoid, kTanh };
 
+// --- The update gate: what a step's update does, decided on the device, with no wait ---
+//
+// A training step queues its forward and backward, then
+//   gradient_norm(gate.rows(kGateGradNorm, 1), graph.packed_grads())  (when GateParams needs it)
+//   update_gate(gate, loss, &norm, params)  and the optimizer's updates with SgdParams::gate or
+//   AdamParams::gate pointing at the gate,
+// and reads the gate back later (Backend::download_later) with the step's loss: the host learns
+// of a skipped step after the device has already skipped it. The gate is a small fp32 tensor
+// (kGateSize) on the backend, kept from step to step (it carries the loss scale):
+//   [kGateFactor]   what the update multiplies every gradient by: 1 / loss scale, times
+//                   min(1, max_norm / (norm + 1e-6)) when clipping (PyTorch's clip_grad_norm_);
+//   [kGateSkip]     1: the update leaves weights and optimizer state as they are (the loss, or
+//                   with check_gradients a gradient, is not finite); 0: it applies;
+//   [kGateLossScale], [kGateGrowthTracker]  the dynamic loss scale S that the loss gradient was
+//                   multiplied by, and the applied steps since it last changed (PyTorch's
+//                   GradScaler rules, below); S stays 1 unless the caller sets it;
+//   [kGateGradNorm] the global L2 norm of the gradients divided by S (NaN or Inf when one is not
+//                   finite), when it was computed this step.
+// Adam's bias correction counts applied updates: the caller counts a step once it has read that
+// it was not skipped, before it queues the next gated update (TrainStep does).
+constexpr int kGateFactor = 0, kGateSkip = 1, kGateLossScale = 2, kGateGrowthTracker = 3,
+              kGateGradNorm = 4, kGateSize = 5;
+
+struct GateParams {
+  // Skip the step when a gradient is not finite, too (needs the norm): on_nan: skip_step, and
+  // loss scaling. Otherwise only a non-finite loss skips it.
+  bool check_gradients = false;
+  float max_norm = 0.f;  // > 0: clip the gradients to this global L2 norm
+  // Dynamic loss scaling, as PyTorch's GradScaler: a skipped step multiplies S by
+  // backoff_factor; growth_interval applied steps in a row multiply it by growth_factor (unless
+  // that is not finite). 0: S stays.
+  int growth_interval = 0;
+  float growth_factor = 2.f, backoff_factor = 0.5f;
+};
+
 struct SgdParams {
   float lr = 0.01f, momentum = 0.f, weight_decay = 0.f;
   bool nesterov = false;
+  const Tensor* gate = nullptr;  // the update gate (kGateSize, above), or null: always applies
 };
 
 struct AdamParams {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
   bool decoupled = false;  // AdamW: decay the weights directly instead of adding to the gradient
   int64_t step = 1;        // 1-based step count for bias correction
+  const Tensor* gate = nullptr;  // the update gate (kGateSize, above), or null: always applies
 };
 
 // Output spatial size of a convolution or pooling window (floor mode).
@@ -126,6 +164,11 @@ class Backend {
   // the next synchronize() or download().
   virtual void upload_ahead(Tensor& dst, const void* host) { upload(dst, host); }
   virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
+  // Like download(), into allocate_host memory, but queued like an op: `host` holds src's values
+  // once wait_downloads() returns (or the next synchronize() or download()), and the ops queued
+  // meanwhile run on. One at a time: a second call first waits for the first.
+  virtual void download_later(void* host, const Tensor& src) { download(host, src); }
+  virtual void wait_downloads() {}
   virtual void fill(Tensor& t, float value) = 0;
   // Same numel; converts between dtypes (rounding to nearest even) and memory orders, element for
   // element in logical order (a channels-last (N,C,H,W) into a plain (N, C*H*W) is a flatten).
@@ -219,9 +262,20 @@ class Backend {
                                   const Tensor& save_inv_std) = 0;
 
   // --- optimizer updates (in place on w and the state tensors) ---
+  // With p.gate set, an update reads the gate on the device: it skips when [kGateSkip] is set,
+  // and otherwise uses [kGateFactor] * grad as the gradient.
   virtual void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) = 0;
   virtual void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
                            const AdamParams& p) = 0;
+
+  // --- the update gate (above) ---
+  // norm (1) = sqrt(sum of g^2 over every element of grads), summed in double in a fixed order
+  // (deterministic), so it is finite exactly when every gradient is: NaN or Inf otherwise.
+  virtual void gradient_norm(Tensor& norm, const Tensor& grads) = 0;
+  // gate (kGateSize) from this step's loss (1), the norm of the gradients as the backward left
+  // them (1, may be the gate's own kGateGradNorm; null: not computed) and p; see the top.
+  virtual void update_gate(Tensor& gate, const Tensor& loss, const Tensor* grad_norm,
+                           const GateParams& p) = 0;
 
   // --- data-parallel runs ---
   // Whether start_device_sums() can work on this process (its library loads, the processes on

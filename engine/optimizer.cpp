@@ -41,8 +41,9 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Param*> params, 
   }
 }
 
-void Optimizer::step(double lr) {
-  ++steps_;
+void Optimizer::step(double lr, const Tensor* gate) {
+  if (!gate) ++steps_;
+  const int64_t count = gate ? steps_ + 1 : steps_;  // this update's, should it apply
   for (const Run& run : runs_) {
     const Shape flat{run.numel};
     Param& p = *params_[run.first];
@@ -53,6 +54,7 @@ void Optimizer::step(double lr) {
       s.momentum = static_cast<float>(config_.momentum);
       s.weight_decay = static_cast<float>(config_.weight_decay);
       s.nesterov = config_.nesterov;
+      s.gate = gate;
       backend_.sgd_update(w, m, grad, s);
     } else {
       AdamParams a;
@@ -62,7 +64,8 @@ void Optimizer::step(double lr) {
       a.eps = static_cast<float>(config_.eps);
       a.weight_decay = static_cast<float>(config_.weight_decay);
       a.decoupled = config_.type == "adamw";
-      a.step = steps_;
+      a.step = count;
+      a.gate = gate;
       Tensor v = v_[run.first].view(0, flat);
       backend_.adam_update(w, m, v, grad, a);
     }

@@ -15,8 +15,11 @@ class Optimizer {
  public:
   // State tensors (velocity, or Adam's moments) start at zero on the params' backend.
   Optimizer(const OptimizerConfig& config, std::vector<Param*> params, Backend& backend);
-  // One update of every parameter from its gradient, with learning rate lr.
-  void step(double lr);
+  // One update of every parameter from its gradient, with learning rate lr. With a gate
+  // (backend.h's update gate) the device decides whether it applies: it is counted (Adam's bias
+  // correction) only once the caller, having read the gate, calls applied().
+  void step(double lr, const Tensor* gate = nullptr);
+  void applied() { ++steps_; }
   int64_t steps() const { return steps_; }
   // Resuming: the steps already done (Adam's bias correction counts them).
   void set_steps(int64_t steps) { steps_ = steps; }

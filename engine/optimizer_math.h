@@ -1,6 +1,6 @@
-// Adam's update of one element (backend.h's adam_update) and its per-step scalars, shared by the
-// CPU backend's loop and the GPU's kernel, so that both devices compute the same expression and it
-// is tested on machines without a GPU.
+// Adam's update of one element (backend.h's adam_update) and its per-step scalars, and the update
+// gate's arithmetic, shared by the CPU backend's loops and the GPU's kernels, so that both devices
+// compute the same expression and it is tested on machines without a GPU.
 #pragma once
 
 #include <cmath>
@@ -42,6 +42,42 @@ TANDEM_OPT_HD float adam_element(float w, float& m, float& v, float grad, float 
   m = mi;
   v = vi;
   return wi - s.step_size * mi / (sqrtf(vi) / s.bc2_sqrt + eps);
+}
+
+// x is neither NaN nor infinite (no library call, so the same on the host and in a kernel).
+TANDEM_OPT_HD bool finite_value(float x) { return x - x == 0.f; }
+
+// backend.h's update gate, in place on gate (kGateSize), from the step's loss and the norm of
+// its gradients as the backward left them (scaled by S; have_norm false: not computed).
+TANDEM_OPT_HD void gate_step(float* gate, float loss, float norm, bool have_norm,
+                             const GateParams& p) {
+  const float scale = gate[kGateLossScale];
+  const float inv_scale = 1.f / scale;
+  const float unscaled = norm * inv_scale;
+  const bool apply =
+      finite_value(loss) && (!p.check_gradients || (have_norm && finite_value(norm)));
+  float factor = inv_scale;
+  if (p.max_norm > 0.f) {
+    // PyTorch's clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1; a NaN norm gives
+    // a NaN coefficient there too (min() would hide it).
+    const float coef = p.max_norm / (unscaled + 1e-6f);
+    factor *= coef < 1.f || coef != coef ? coef : 1.f;
+  }
+  gate[kGateFactor] = factor;
+  gate[kGateSkip] = apply ? 0.f : 1.f;
+  gate[kGateGradNorm] = have_norm ? unscaled : 0.f;
+  if (p.growth_interval > 0) {  // GradScaler's update of the scale
+    if (!apply) {
+      gate[kGateLossScale] = scale * p.backoff_factor;
+      gate[kGateGrowthTracker] = 0.f;
+    } else if (gate[kGateGrowthTracker] + 1.f >= static_cast<float>(p.growth_interval)) {
+      const float grown = scale * p.growth_factor;
+      if (finite_value(grown)) gate[kGateLossScale] = grown;
+      gate[kGateGrowthTracker] = 0.f;
+    } else {
+      gate[kGateGrowthTracker] += 1.f;
+    }
+  }
 }
 
 }  // namespace tandem

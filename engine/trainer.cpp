@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -105,6 +106,18 @@ std::string run_diagnosis(Communicator& comm, const std::string& mine, bool own_
   return root == 0 ? text : fmt::format("{} (in process {}'s batch)", text, root);
 }
 
+// A training step queued on the device, its figures not read yet; a data-parallel step's summed
+// figures, read before its update.
+struct StepInFlight {
+  int64_t n = 0, b = 0;  // this process's samples, the batch in the epoch
+  uint64_t step = 0;
+  double lr = 0;
+  Clock::time_point start;
+  bool summed = false;  // a data-parallel step: the run's loss, correct count and samples below
+  double loss = 0, correct = 0, own_loss = 0;
+  int64_t step_n = 0;
+};
+
 BatchQueue::HostAllocator host_allocator(Backend& backend) {
   return [&backend](size_t bytes) { return backend.allocate_host(bytes); };
 }
@@ -120,12 +133,19 @@ TrainStep::TrainStep(Graph& graph, Loss& loss, Backend& backend, const Optimizer
       seed_(seed),
       labels_(backend, Shape{graph.max_batch()}, DType::kI32),
       dlogits_(backend, Shape{graph.max_batch(), graph.classes()}),
-      metrics_(backend, Shape{2}),
-      loss_value_(metrics_.rows(0, 1)),
-      correct_(metrics_.rows(1, 1)),
+      figures_(backend, Shape{2 + kGateSize}),
+      metrics_(figures_.rows(0, 2)),
+      loss_value_(figures_.rows(0, 1)),
+      correct_(figures_.rows(1, 1)),
+      gate_(figures_.rows(2, kGateSize)),
+      figures_host_(backend.allocate_host(figures_.bytes())),
       next_input_(backend, graph.input().shape()),
       next_labels_(backend, Shape{graph.max_batch()}, DType::kI32) {
   loss_.allocate(backend, graph.max_batch(), graph.classes());
+  backend_.fill(gate_, 0.f);  // applies, no gradient norm yet
+  Tensor factor = gate_.rows(kGateFactor, 1), scale = gate_.rows(kGateLossScale, 1);
+  backend_.fill(factor, 1.f);
+  backend_.fill(scale, 1.f);
 }
 
 void TrainStep::upload(int64_t n, const float* images, const int32_t* labels) {
@@ -180,6 +200,25 @@ void TrainStep::read(double* loss, double* correct) {
   *correct = values[1];
 }
 
+void TrainStep::update_gated(double lr, const GateParams& gate) {
+  const bool norm = gate.check_gradients || gate.max_norm > 0.f;
+  Tensor grad_norm = gate_.rows(kGateGradNorm, 1);
+  if (norm) backend_.gradient_norm(grad_norm, graph_.packed_grads());
+  backend_.update_gate(gate_, loss_value_, norm ? &grad_norm : nullptr, gate);
+  optimizer_.step(lr, &gate_);
+  backend_.download_later(figures_host_.get(), figures_);
+}
+
+StepFigures TrainStep::read_step() {
+  backend_.wait_downloads();
+  const float* f = static_cast<const float*>(figures_host_.get());
+  StepFigures s{f[0], f[1], f[2 + kGateSkip] != 0.f, f[2 + kGateGradNorm]};
+  if (!s.skipped) optimizer_.applied();
+  return s;
+}
+
+void TrainStep::set_loss(double loss) { backend_.fill(loss_value_, static_cast<float>(loss)); }
+
 EvalStats evaluate(TrainStep& step, BatchSource& data, int64_t max_batch, int workers,
                    Communicator* comm) {
   EvalStats s;
@@ -226,8 +265,16 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                    host_allocator(backend));
   const int64_t batches = share.batches_per_epoch();
   uint64_t global_step = options.start.step;
-  // on_nan: skip_step also checks every gradient (a pass over them each step).
+  // on_nan: skip_step also has the gate check every gradient (a pass over them each step).
   const bool skip_bad = config.train.on_nan == "skip_step";
+  GateParams gate;
+  gate.check_gradients = skip_bad;
+  // A step's figures are read once the next step's forward and backward are queued, so that the
+  // device computes while the host reads them. Not where they must be known first: a
+  // data-parallel step sums them over the processes before its update, and with on_nan:
+  // skip_step a model with running statistics would have them moved by the next step's forward
+  // before a skipped step's diagnosis reruns it.
+  const bool overlap = !parallel && !(skip_bad && !graph.buffers().empty());
   int64_t skipped_in_a_row = 0;
   auto out_of_steps = [&](uint64_t steps) {
     return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
@@ -252,6 +299,58 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     bool computed = false;  // this process ran a step of this epoch (moved its statistics)
     int64_t ahead_n = 0;
     int64_t b = first;
+    std::optional<StepInFlight> in_flight;  // queued, its figures not read yet
+
+    // Reads step s's figures and accounts for it. `later` is the step queued after it, whose
+    // forward and backward have run: a skipped step's diagnosis reruns s in its place (its batch
+    // is still in the second set of buffers), then `later` again.
+    auto finish = [&](const StepInFlight& s, const StepInFlight* later) {
+      const StepFigures f = step.read_step();
+      const double l = s.summed ? s.loss : f.loss;
+      const double correct = s.summed ? s.correct : f.correct;
+      const int64_t step_n = s.summed ? s.step_n : s.n;  // the step's samples over every process
+      if (s.step == options.start.step) {
+        result.first_step_seconds = seconds_since(s.start);
+        result.first_step_samples = step_n;
+      }
+      if (f.skipped) {
+        std::string where = "this process had no samples in the step";
+        if (s.n) {
+          if (later) step.take_next();
+          where = locate_nonfinite(step, s.n, s.step);
+          if (later) step.take_next();
+        }
+        if (parallel) where = run_diagnosis(comm, where, s.n > 0 && !std::isfinite(s.own_loss));
+        if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
+          throw nonfinite_error(
+              config.train.optimizer, s.lr,
+              fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
+                          std::isfinite(l) ? "a gradient became non-finite"
+                                           : "the training loss became " + loss_text(l),
+                          s.step + 1, epoch + 1, s.b + 1, batches,
+                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: "
+                                                 "skip_step)",
+                                                 kMaxSkippedInARow)
+                                   : "",
+                          where));
+        if (++result.skipped_steps <= kSkippedStepsReported)
+          spdlog::warn("skipped step {}: loss {}{} ({})", s.step + 1, loss_text(l),
+                       std::isfinite(l) ? ", a gradient non-finite" : "", where);
+        ++epoch_skipped;
+        if (later) step.compute(later->n, later->step);
+      } else {
+        skipped_in_a_row = 0;
+        result.step_losses.push_back(l);
+        loss_sum += l * static_cast<double>(step_n);
+        correct_sum += correct;
+        seen += step_n;
+      }
+      if (seen)
+        bar.update(s.b + 1, loss_sum / static_cast<double>(seen),
+                   correct_sum / static_cast<double>(seen),
+                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+    };
+
     for (; b < batches; ++b) {
       if (out_of_steps(global_step)) {
         stopped = true;
@@ -270,7 +369,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       }
       lr = learning_rate(config.train.optimizer, config.train.schedule, config.train.epochs, epoch,
                          b, batches);
-      const auto step_start = Clock::now();
+      StepInFlight now{n, b, global_step, lr, Clock::now()};
       computed = computed || n > 0;
       if (n == 0) {
         // No samples here this step: the gradient sum gets zeros from this process.
@@ -285,70 +384,47 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       } else {
         step.compute(n, global_step);
       }
-      // The next batch's upload runs beside this step; reading the loss waits for both.
+      bool stop_now = false;
+      if (parallel) {
+        double l = 0, correct = 0;
+        if (n) step.read(&l, &correct);
+        now.own_loss = l;
+        // One sum of the step's figures: the loss is the mean over every process's samples (a
+        // NaN anywhere makes it NaN everywhere), and a stop asked of any process stops them all.
+        double figures[4] = {n ? l * static_cast<double>(n) : 0.0, correct, static_cast<double>(n),
+                             options.stop && options.stop() ? 1.0 : 0.0};
+        comm.sum(figures, 4);
+        now.summed = true;
+        now.step_n = static_cast<int64_t>(figures[2]);
+        now.loss = figures[0] / figures[2];
+        now.correct = figures[1];
+        stop_now = figures[3] > 0;
+        if (std::isfinite(now.loss))
+          sums.sum({&graph.packed_grads()}, static_cast<double>(n) / figures[2]);
+        step.set_loss(now.loss);  // the gate of every process decides on the run's loss
+      }
+      if (in_flight) {
+        finish(*in_flight, &now);
+        in_flight.reset();
+      }
+      // The next batch's upload runs beside this step (after the diagnosis above, which may need
+      // the last batch's buffers).
       if (b + 1 < batches && !out_of_steps(global_step + 1)) {
         const BatchQueue::Batch next = queue.next();
         step.upload_next(next.n, next.images, next.labels);
         ahead = true;
         ahead_n = next.n;
       }
-      // The loss is read before the update, so a step that is not finite changes no weight. The
-      // batch stays in the graph's input buffer until take_next(), for the diagnosis.
-      double l = 0, correct = 0;
-      if (n) step.read(&l, &correct);
-      const double own_loss = l;
-      int64_t step_n = n;  // the step's samples over every process
-      bool stop_now = options.stop && options.stop();
-      if (parallel) {
-        // One sum of the step's figures: the loss is the mean over every process's samples (a
-        // NaN anywhere makes it NaN everywhere), and a stop asked of any process stops them all.
-        double figures[4] = {n ? l * static_cast<double>(n) : 0.0, correct, static_cast<double>(n),
-                             stop_now ? 1.0 : 0.0};
-        comm.sum(figures, 4);
-        step_n = static_cast<int64_t>(figures[2]);
-        l = figures[0] / figures[2];
-        correct = figures[1];
-        stop_now = figures[3] > 0;
-        if (std::isfinite(l))
-          sums.sum({&graph.packed_grads()}, static_cast<double>(n) / figures[2]);
-      }
-      if (global_step == options.start.step) {
-        result.first_step_seconds = seconds_since(step_start);
-        result.first_step_samples = step_n;
-      }
-      if (!std::isfinite(l) || (skip_bad && !gradients_finite(graph, backend))) {
-        std::string where =
-            n ? locate_nonfinite(step, n, global_step) : "this process had no samples in the step";
-        if (parallel) where = run_diagnosis(comm, where, n > 0 && !std::isfinite(own_loss));
-        if (!skip_bad || ++skipped_in_a_row == kMaxSkippedInARow)
-          throw nonfinite_error(
-              config.train.optimizer, lr,
-              fmt::format("{} at step {} (epoch {}, batch {} of {}){}; {}",
-                          std::isfinite(l) ? "a gradient became non-finite"
-                                           : "the training loss became " + loss_text(l),
-                          global_step + 1, epoch + 1, b + 1, batches,
-                          skip_bad ? fmt::format(", the {}th non-finite step in a row (on_nan: "
-                                                 "skip_step)",
-                                                 kMaxSkippedInARow)
-                                   : "",
-                          where));
-        if (++result.skipped_steps <= kSkippedStepsReported)
-          spdlog::warn("skipped step {}: loss {}{} ({})", global_step + 1, loss_text(l),
-                       std::isfinite(l) ? ", a gradient non-finite" : "", where);
-        ++epoch_skipped;
-      } else {
-        step.update(lr);
-        skipped_in_a_row = 0;
-        result.step_losses.push_back(l);
-        loss_sum += l * static_cast<double>(step_n);
-        correct_sum += correct;
-        seen += step_n;
-      }
+      // The device skips the update of a step that is not finite, so it changes no weight.
+      step.update_gated(lr, gate);
       ++global_step;
-      if (seen)
-        bar.update(b + 1, loss_sum / static_cast<double>(seen),
-                   correct_sum / static_cast<double>(seen),
-                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+      if (!parallel) stop_now = options.stop && options.stop();
+      // Read at once where the host must know before going on: at the epoch's end, at a stop,
+      // and the run's first step (its time is reported apart).
+      if (!overlap || stop_now || !ahead || now.step == options.start.step)
+        finish(now, nullptr);
+      else
+        in_flight = now;
       if (stop_now) {
         result.stopped = true;
         ++b;  // this batch is done

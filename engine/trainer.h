@@ -76,6 +76,13 @@ struct TrainResult {
   int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
 };
 
+// What a step's gated update left for the host (TrainStep::read_step).
+struct StepFigures {
+  double loss = 0, correct = 0;  // this process's, or set_loss's
+  bool skipped = false;          // the gate kept the update from applying
+  double grad_norm = 0;          // the gradients' global L2 norm, where the gate computed it
+};
+
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
 class TrainStep {
  public:
@@ -104,6 +111,16 @@ class TrainStep {
   void infer(int64_t n);
   // Downloads the last step's loss and number of correct predictions.
   void read(double* loss, double* correct);
+  // The optimizer's update behind backend.h's update gate, with no wait: queues the gradients'
+  // norm where `gate` needs it, the gate from the step's loss, the gated update, and the copy of
+  // the step's figures to the host. Each is followed by read_step() before the next.
+  void update_gated(double lr, const GateParams& gate);
+  // Waits for the last update_gated()'s figures; an update that applied is counted by the
+  // optimizer (Adam's bias correction).
+  StepFigures read_step();
+  // Makes the last step's loss on the device `loss` (a data-parallel run's), before update_gated.
+  void set_loss(double loss);
+  Tensor& gate() { return gate_; }  // kGateSize, kept from step to step
 
  private:
   Graph& graph_;
@@ -112,8 +129,11 @@ class TrainStep {
   Optimizer optimizer_;
   uint64_t seed_;
   Tensor labels_, dlogits_;
+  Tensor figures_;  // (2 + kGateSize): loss, correct count and the update gate, one download
   Tensor metrics_;               // (2): the loss and the correct count, read with one download
   Tensor loss_value_, correct_;  // its two entries
+  Tensor gate_;
+  std::shared_ptr<void> figures_host_;  // allocate_host memory for read_step
   Tensor next_input_, next_labels_;  // upload_next's buffers
 };
 

@@ -323,6 +323,52 @@ TEST(OnNan, SkipStepCountsOnlyBadStepsInARowAndReportsTheFirstTen) {
   EXPECT_NE(log.find("epoch 2: 10 steps skipped"), std::string::npos) << log;
 }
 
+// The training loop reads a step's loss while the next step computes, and the device skips the
+// bad steps' updates: the same steps and weights as reading each loss before deciding on its
+// update, with a skipped step's diagnosis in between (two bad steps in a row, with SGD and Adam).
+// The poison is a finite 3e38 whose square overflows the mse loss, so the diagnosis reruns the
+// step to find where.
+TEST(OnNan, SkipStepTrainsLikeAStepByStepLoop) {
+  const std::set<int64_t> bad{3, 4, 9};
+  for (const char* optimizer : {"sgd", "adam"}) {
+    SmallStep looped("mse");
+    looped.config.train.optimizer.type = optimizer;
+    looped.config.train.epochs = 1;
+    TrainResult r;
+    const std::string log = log_of([&] { r = train_on(looped, bad, "skip_step", {}, 3e38f); });
+    EXPECT_NE(log.find("first non-finite value"), std::string::npos) << log;
+
+    SmallStep by_hand("mse");
+    by_hand.config.train.optimizer.type = optimizer;
+    TrainStep step(by_hand.graph, *by_hand.loss, *by_hand.backend, by_hand.config.train.optimizer,
+                   by_hand.config.train.seed);
+    PoisonedBatches data(bad, 3e38f);
+    std::vector<double> losses;
+    for (int64_t b = 0; b < PoisonedBatches::kBatches; ++b) {
+      std::vector<float> x(kBatch * 8);
+      std::vector<int32_t> y(kBatch);
+      data.fill(b, x.data(), y.data());
+      step.upload(kBatch, x.data(), y.data());
+      step.compute(kBatch, static_cast<uint64_t>(b));
+      double l, correct;
+      step.read(&l, &correct);
+      if (!std::isfinite(l) || !gradients_finite(by_hand.graph, *by_hand.backend)) {
+        locate_nonfinite(step, kBatch, static_cast<uint64_t>(b));
+        continue;
+      }
+      step.update(learning_rate(by_hand.config.train.optimizer, by_hand.config.train.schedule, 1, 0,
+                                b, PoisonedBatches::kBatches));
+      losses.push_back(l);
+    }
+    EXPECT_EQ(r.skipped_steps, 3) << optimizer;
+    EXPECT_EQ(r.step_losses, losses) << optimizer;
+    for (size_t i = 0; i < looped.graph.params().size(); ++i)
+      EXPECT_EQ(looped.values(looped.graph.params()[i]->value),
+                by_hand.values(by_hand.graph.params()[i]->value))
+          << optimizer << " " << looped.graph.params()[i]->name;
+  }
+}
+
 // Adam's bias correction counts updates, not steps: a resumed run continues both counts.
 TEST(OnNan, ACheckpointKeepsTheUpdateCountApartFromTheStepCount) {
   const std::string path = ::testing::TempDir() + "skipped_updates.safetensors";

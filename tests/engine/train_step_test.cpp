@@ -3,7 +3,9 @@
 // case (where the upload runs on a copy stream) is skipped, with the reason, without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/backend_registry.h"
 #include "engine/error.h"
@@ -115,6 +117,51 @@ TEST_P(UploadAhead, GivesTheSameStepsAsUploadingEachBatchInTurn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, UploadAhead, ::testing::Values("cpu", "gpu"),
+                         [](const auto& info) { return info.param; });
+
+// The weights after gated Adam steps on the batches listed (poisoned with a NaN where marked),
+// and the optimizer's count of applied updates.
+std::pair<std::vector<float>, int64_t> gated_adam(
+    const std::string& device, const std::vector<std::pair<size_t, bool>>& steps) {
+  Config config = parse_config(kMlp, "test.yaml");
+  config.train.optimizer.type = "adam";
+  BackendOptions options;
+  options.deterministic = true;
+  auto backend = create_backend(device, options);
+  Graph graph(config);
+  auto loss = make_loss(config.loss);
+  graph.allocate(*backend, 8, 11);
+  TrainStep step(graph, *loss, *backend, config.train.optimizer, 11);
+  Batches data(*backend, graph.input_shape().numel(), static_cast<int>(graph.classes()));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto [b, bad] = steps[i];
+    std::vector<float> x(data.x(b), data.x(b) + 8 * graph.input_shape().numel());
+    if (bad) x[3] = std::numeric_limits<float>::quiet_NaN();
+    step.upload(8, x.data(), data.y(b));
+    step.compute(8, i);
+    step.update_gated(0.01, GateParams{});
+    const StepFigures f = step.read_step();
+    EXPECT_EQ(f.skipped, bad) << "step " << i;
+    EXPECT_EQ(std::isfinite(f.loss), !bad) << "step " << i;
+  }
+  std::vector<float> w(static_cast<size_t>(graph.packed_values().numel()));
+  backend->download(w.data(), graph.packed_values());
+  return {w, step.optimizer().steps()};
+}
+
+class GatedStep : public UploadAhead {};
+
+// The device skips the update of a step whose loss is NaN; Adam's bias correction then counts
+// the next update as its first, as if the bad step had not been there.
+TEST_P(GatedStep, ANonFiniteLossChangesNoWeightAndIsNotCountedByAdam) {
+  auto [after_bad, count] = gated_adam(GetParam(), {{0, true}, {1, false}, {2, false}});
+  auto [without, count_without] = gated_adam(GetParam(), {{1, false}, {2, false}});
+  EXPECT_EQ(count, 2);
+  EXPECT_EQ(count_without, 2);
+  EXPECT_EQ(after_bad, without);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GatedStep, ::testing::Values("cpu", "gpu"),
                          [](const auto& info) { return info.param; });
 
 TEST(Graph, SwapInputRefusesAnotherShape) {

@@ -1,7 +1,7 @@
 // What crosses between the host and the device in training: each step uploads its batch (images
-// and labels) and downloads its metrics (loss and correct count, one download), and nothing else;
-// no op of any layer, loss or optimizer goes through the host. On every backend present, through
-// a Backend that counts the transfers of the one it wraps.
+// and labels) and downloads its figures (loss, correct count and update gate, one download), and
+// nothing else; no op of any layer, loss or optimizer goes through the host. On every backend
+// present, through a Backend that counts the transfers of the one it wraps.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -18,7 +18,7 @@ namespace tandem {
 namespace {
 
 struct Counts {
-  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0;
+  int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0, gradient_norms = 0;
 };
 
 // Every op goes to `inner`; the transfers and waits are counted on the way.
@@ -43,6 +43,11 @@ class CountingBackend : public Backend {
     ++counts.downloads;
     in_.download(host, src);
   }
+  void download_later(void* host, const Tensor& src) override {
+    ++counts.downloads;
+    in_.download_later(host, src);
+  }
+  void wait_downloads() override { in_.wait_downloads(); }
   void fill(Tensor& t, float value) override { in_.fill(t, value); }
   void copy(Tensor& dst, const Tensor& src) override { in_.copy(dst, src); }
   void synchronize() override {
@@ -136,6 +141,14 @@ class CountingBackend : public Backend {
                    const AdamParams& p) override {
     in_.adam_update(w, m, v, grad, p);
   }
+  void gradient_norm(Tensor& norm, const Tensor& grads) override {
+    ++counts.gradient_norms;
+    in_.gradient_norm(norm, grads);
+  }
+  void update_gate(Tensor& gate, const Tensor& loss, const Tensor* grad_norm,
+                   const GateParams& p) override {
+    in_.update_gate(gate, loss, grad_norm, p);
+  }
   int64_t count_nonfinite(const Tensor& t) override {
     ++counts.nonfinite_counts;
     return in_.count_nonfinite(t);
@@ -215,9 +228,11 @@ TEST_P(Transfers, EachStepUploadsItsBatchAndDownloadsItsMetricsOnly) {
   // The steps' own transfers: what 6 more steps an epoch (12 in all) add.
   const Counts few = counts_of_training(be(), 6), more = counts_of_training(be(), 12);
   EXPECT_EQ(more.uploads - few.uploads, 2 * 12);  // each step's images and labels
-  EXPECT_EQ(more.downloads - few.downloads, 12);  // each step's loss and correct count, at once
+  // Each step's loss, correct count and update gate, at once.
+  EXPECT_EQ(more.downloads - few.downloads, 12);
   EXPECT_EQ(more.synchronizes, few.synchronizes);
   EXPECT_EQ(more.nonfinite_counts, few.nonfinite_counts);  // on_nan: stop reads only the loss
+  EXPECT_EQ(more.gradient_norms, 0);  // ... and its update gate needs no pass over the gradients
   // Each epoch's own: a wait at its end, and one check that every weight is finite.
   EXPECT_EQ(few.uploads, 2 * 2 * 6);
   EXPECT_EQ(few.downloads, 2 * 6);
