@@ -4,7 +4,7 @@
 // the mixed-precision recipe of PyTorch's autocast and NVIDIA's AMP: activations and their
 // gradients in 16 bits (so convolutions and matrix products run in 16-bit with fp32
 // accumulation), parameters, their gradients, optimizer state, the loss and normalization
-// statistics in fp32. fp16 adds a dynamic loss scale (engine/loss_scaler.h).
+// statistics in fp32. fp16 adds a dynamic loss scale (engine/loss_scaling.h).
 #pragma once
 
 #include <string>
