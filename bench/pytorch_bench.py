@@ -3,13 +3,17 @@
 `trainer bench`).
 
   python3 bench/pytorch_bench.py --config configs/lenet.yaml --device cpu --batch-size 64 \
-      --steps 50 [--warmup 10] [--threads 2] [--json] [--channels-last]
+      --steps 50 [--warmup 10] [--threads 2] [--json] [--channels-last] [--precision bf16]
 
 Training step = forward + loss + backward + optimizer step (the config's optimizer); inference
 step = forward only, under torch.no_grad() in eval mode. Inputs are random normal batches and
 random labels, generated before timing. `--warmup` steps are run and not counted; every later
 step is timed on its own (torch.cuda.synchronize() before and after on cuda) and the median step
 time gives images/s. cuda: cudnn.benchmark on, TF32 off (tandem's fp32 default).
+
+--precision bf16 (cpu, cuda) or fp16 (cuda) runs forward and loss under torch.autocast, the
+weights and optimizer in fp32, as tandem's mixed precision does; fp16 adds a GradScaler. tf32 is
+fp32 with TF32 tensor-core math (cuda).
 """
 import argparse
 import json
@@ -41,6 +45,8 @@ def parse_args():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--channels-last", action="store_true",
                     help="NHWC memory format for 4-D inputs")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"],
+                    help="bf16/fp16: autocast mixed precision (fp16 and tf32: cuda only)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--show-backend", action="store_true",
                     help="print (to stderr) which BLAS / oneDNN / threads torch really uses")
@@ -118,10 +124,12 @@ def main():
             sys.exit("--device cuda: this PyTorch build has no CUDA or no GPU is visible "
                      f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})")
         torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = a.precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = a.precision == "tf32"
         sync = torch.cuda.synchronize
     else:
+        if a.precision in ("tf32", "fp16"):
+            sys.exit(f"--precision {a.precision} is for cuda; the CPU runs fp32 or bf16")
         def sync():
             pass
 
@@ -135,6 +143,11 @@ def main():
     model = model.to(device, memory_format=fmt)
     loss_fn = tt.make_loss(cfg)
     opt = tt.make_optimizer(cfg, model.parameters())
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.precision)
+    scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" else None
+
+    def autocast():
+        return torch.autocast(device_type=device, dtype=low, enabled=low is not None)
 
     for batch in batches:
         # A few distinct pre-generated batches, cycled (data generation is not timed).
@@ -151,14 +164,22 @@ def main():
             i = it[0] % nb
             it[0] += 1
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xs[i]), ys[i])
-            loss.backward()
-            opt.step()
+            with autocast():
+                out = model(xs[i])
+            loss = loss_fn(out.float(), ys[i])  # the loss in fp32, as autocast's recipe has it
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
 
         def infer_step():
             i = it[0] % nb
             it[0] += 1
-            model(xs[i])
+            with autocast():
+                model(xs[i])
 
         model.train()
         t_train = timed_steps(train_step, a.warmup, a.steps, sync)
@@ -174,6 +195,8 @@ def main():
             "config": a.config,
             "batch_size": batch,
             "threads": torch.get_num_threads(),
+            "precision": a.precision,
+            "channels_last": fmt is torch.channels_last,
             "train_images_per_second": round(batch / med_train, 1),
             "infer_images_per_second": round(batch / med_infer, 1),
             "train_ms_per_step": round(med_train * 1e3, 3),
@@ -184,7 +207,8 @@ def main():
             name = cfg.get("name") or os.path.basename(a.config)
             dev = device if device == "cpu" else f"cuda ({torch.cuda.get_device_name()})"
             print(f"{res['framework']} {name} on {dev}, {res['threads']} threads, batch {batch}"
-                  f"{', channels_last' if fmt is torch.channels_last else ''}: "
+                  f"{', channels_last' if fmt is torch.channels_last else ''}"
+                  f"{'' if a.precision == 'fp32' else ', ' + a.precision}: "
                   f"train {res['train_images_per_second']:.0f} img/s "
                   f"({res['train_ms_per_step']:.2f} ms/step median of {a.steps}, "
                   f"min {min(t_train) * 1e3:.2f}, max {max(t_train) * 1e3:.2f}), "

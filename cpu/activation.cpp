@@ -62,9 +62,12 @@ std::string eltwise_key(Activation a, float alpha, int64_t n) {
 
 dnnl::eltwise_forward::primitive_desc forward_pd(Activation a, float alpha, int64_t n,
                                                  const dnnl::engine& eng,
-                                                 const dnnl::primitive_attr& attr) {
-  dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_training, eltwise_algorithm(a),
-                                plain_desc({n}), eltwise_alpha(a, alpha));
+                                                 const dnnl::primitive_attr& attr,
+                                                 DType dtype = DType::kF32) {
+  dnnl::eltwise_forward::desc d(
+      dnnl::prop_kind::forward_training, eltwise_algorithm(a),
+      dnnl::memory::desc({n}, dnnl_dtype(dtype), dnnl::memory::format_tag::a),
+      eltwise_alpha(a, alpha));
   return dnnl::eltwise_forward::primitive_desc(d, attr, eng);
 }
 
@@ -74,6 +77,7 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
   const int64_t n = x.numel();
   if (n == 0) return;
+  if (!all_f32_plain({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
   if (a == Activation::kRelu) {
     if (tracing())
       placed("activation_forward " + eltwise_key(a, alpha, n) +
@@ -115,15 +119,22 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
                "activation backward " + dy.shape().str() + " -> " + dx.shape().str());
   const int64_t n = dy.numel();
   if (n == 0) return;
-  const std::string key = eltwise_key(a, alpha, n);
+  // bf16 tensors of one memory order run oneDNN's kernel too, seen as 1-D like fp32 ones.
+  const bool bf16 = dx.dtype() == DType::kBF16 && dy.dtype() == DType::kBF16 &&
+                    data.dtype() == DType::kBF16 && dx.layout() == dy.layout() &&
+                    data.layout() == dy.layout();
+  if (!all_f32_plain({&dx, &dy, &data}) && !bf16)
+    return mixed::activation_backward(*this, dx, dy, x, y, a, alpha);
+  const DType dt = bf16 ? DType::kBF16 : DType::kF32;
+  const std::string key = eltwise_key(a, alpha, n) + (bf16 ? " bf16" : "");
   auto& e = cached<EltwiseBackwardEntry>("act_bwd " + key, [&] {
     return dnnl_guard("activation_backward " + key, [&] {
       auto e = std::make_unique<EltwiseBackwardEntry>();
-      dnnl::memory::desc md = plain_desc({n});
+      dnnl::memory::desc md({n}, dnnl_dtype(dt), dnnl::memory::format_tag::a);
       dnnl::eltwise_backward::desc d(eltwise_algorithm(a), md, md, eltwise_alpha(a, alpha));
       dnnl::eltwise_backward::primitive_desc pd(
           d, scratchpad_attr(), engine(),
-          forward_pd(a, alpha, n, engine(), dnnl::primitive_attr()));
+          forward_pd(a, alpha, n, engine(), dnnl::primitive_attr(), dt));
       e->prim = dnnl::eltwise_backward(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->data = dnnl::memory(md, engine(), DNNL_MEMORY_NONE);
@@ -133,9 +144,9 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
       return e;
     });
   });
-  e.data.set_data_handle(const_cast<float*>(data.data()));
-  e.diff_dst.set_data_handle(const_cast<float*>(dy.data()));
-  e.diff_src.set_data_handle(dx.data());
+  e.data.set_data_handle(const_cast<void*>(data.raw()));
+  e.diff_dst.set_data_handle(const_cast<void*>(dy.raw()));
+  e.diff_src.set_data_handle(dx.raw());
   // The use_dst algorithms take y under DNNL_ARG_DST, relu takes x under DNNL_ARG_SRC.
   e.prim.execute(stream(), {{uses_x ? DNNL_ARG_SRC : DNNL_ARG_DST, e.data},
                             {DNNL_ARG_DIFF_DST, e.diff_dst},

@@ -5,6 +5,7 @@
 // over x: each plane summed in fp32 vector lanes, the planes added in double.
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 
 #include "cpu/cpu_backend_impl.h"
 
@@ -75,6 +76,15 @@ void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor
                                             Tensor& running_mean, Tensor& running_var,
                                             const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, float momentum, float eps) {
+  if (!all_f32_plain({&y, &x})) {  // bf16: its own loops; else fp32 stand-ins
+    if (mixed::batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x,
+                                          gamma, beta, momentum, eps))
+      return;
+    F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
+    batchnorm_forward_training(sy.f32(), save_mean, save_inv_std, running_mean, running_var,
+                               sx.f32(), gamma, beta, momentum, eps);
+    return sy.finish();
+  }
   const BatchGeometry g = batch_geometry(x, gamma, "batchnorm_forward_training",
                                          {&beta, &save_mean, &save_inv_std, &running_mean, &running_var});
   TANDEM_CHECK(g.m > 1, "batch normalization needs more than one value per channel, got " +
@@ -107,6 +117,13 @@ void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor
 void CpuBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, const Tensor& running_mean,
                                              const Tensor& running_var, float eps) {
+  if (!all_f32_plain({&y, &x})) {
+    if (mixed::batchnorm_forward_inference(y, x, gamma, beta, running_mean, running_var, eps))
+      return;
+    F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
+    batchnorm_forward_inference(sy.f32(), sx.f32(), gamma, beta, running_mean, running_var, eps);
+    return sy.finish();
+  }
   const BatchGeometry g = batch_geometry(x, gamma, "batchnorm_forward_inference",
                                          {&beta, &running_mean, &running_var});
   expect_shape(y, x.shape(), "batchnorm output");
@@ -123,6 +140,16 @@ void CpuBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const T
 void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                                     const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                     const Tensor& save_inv_std) {
+  if (!all_f32_plain({&dy, &x}) || (dx && !dx->is_f32_plain())) {
+    if (mixed::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std)) return;
+    F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
+    std::optional<F32Stage> sdx;
+    if (dx) sdx.emplace(*this, *dx, false, true);
+    batchnorm_backward(dx ? &sdx->f32() : nullptr, dgamma, dbeta, sdy.f32(), sx.f32(), gamma,
+                       save_mean, save_inv_std);
+    if (sdx) sdx->finish();
+    return;
+  }
   const BatchGeometry g = batch_geometry(x, gamma, "batchnorm_backward",
                                          {&dgamma, &dbeta, &save_mean, &save_inv_std});
   expect_shape(dy, x.shape(), "batchnorm output gradient");

@@ -5,6 +5,12 @@
 // out by cached reorders. Everything is cached per (op, shapes, parameters). The weights are
 // reordered on every call: a Tensor carries no version, so a blocked copy kept across calls could
 // not tell that sgd_update changed them; the reorder is tens of microseconds for these kernels.
+//
+// 16-bit: where its input (x, or dy backward) is bf16 the convolution computes in bf16 with fp32
+// accumulation (jit_bf16 / brg kernels); the fp32 weights are rounded to bf16 by the same reorder
+// that blocks them, the bias stays fp32 and the weight gradient is written in fp32. A bf16
+// channels-last activation is given to the primitive as it is (nhwc), so it reads and writes
+// the graph's tensors with no reorder; an fp32 one (the model's input) is converted by its bridge.
 #include <string>
 
 #include "cpu/cpu_backend_impl.h"
@@ -47,15 +53,49 @@ ConvGeometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv
   return g;
 }
 
-memory::desc any_desc(const memory::dims& d) { return memory::desc(d, kF32, tag::any); }
+memory::desc any_desc(const memory::dims& d, memory::data_type dt = kF32) {
+  return memory::desc(d, dt, tag::any);
+}
+
+// The compute dtype of a convolution pass: its input's (x forward and for the weight gradient,
+// dy backward). The model's first convolution reads the fp32 input and so computes in fp32: with
+// its 1 or 3 channels oneDNN has no bf16 jit kernel for it (ref:any, 20 times slower), and it
+// is a small share of the work; its bf16 output is converted by the dst reorder.
+memory::data_type compute_type(const Tensor& input) {
+  return is_16bit(input.dtype()) ? dnnl_dtype(input.dtype()) : kF32;
+}
+
+// How the primitive sees activation t: as stored where that is the compute type in channels-last
+// order (no reorder), otherwise `any` (oneDNN's choice; the bridge converts).
+memory::desc activation_desc(const Tensor& t, const memory::dims& d, memory::data_type dt) {
+  if (t.layout() == Layout::kChannelsLast && dnnl_dtype(t.dtype()) == dt) return tensor_desc(t, d);
+  return any_desc(d, dt);
+}
+
+std::string type_note(memory::data_type dt) {
+  return dt == kF32 ? "" : dt == memory::data_type::bf16 ? " bf16" : " fp16";
+}
 
 // The forward descriptor that backward primitives need as a hint (no bias: irrelevant to them).
 dnnl::convolution_forward::primitive_desc forward_hint(const ConvGeometry& g,
+                                                       const memory::desc& src,
+                                                       const memory::desc& dst,
+                                                       memory::data_type dt,
                                                        const dnnl::engine& eng) {
-  dnnl::convolution_forward::desc d(
-      dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any_desc(g.src),
-      any_desc(g.wei), any_desc(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r);
+  dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
+                                    dnnl::algorithm::convolution_direct, src, any_desc(g.wei, dt),
+                                    dst, g.strides, g.dilates, g.pad_l, g.pad_r);
   return dnnl::convolution_forward::primitive_desc(d, eng);
+}
+
+// The activations' dtypes and orders, for the cache key: " [bf16 nhwc, fp32]" (empty in fp32).
+std::string layout_note(const Tensor& a, const Tensor& b) {
+  if (a.is_f32_plain() && b.is_f32_plain()) return "";
+  auto one = [](const Tensor& t) {
+    return std::string(dtype_name(t.dtype())) +
+           (t.layout() == Layout::kChannelsLast ? " nhwc" : "");
+  };
+  return " [" + one(a) + ", " + one(b) + "]";
 }
 
 std::string reorder_note(std::initializer_list<std::pair<const char*, bool>> parts) {
@@ -93,35 +133,37 @@ void CpuBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, con
   ConvGeometry g = geometry(x.shape(), w.shape(), y.shape(), p);
   if (b) TANDEM_CHECK(b->numel() == w.dim(0), "conv2d bias of shape " + b->shape().str());
   if (y.numel() == 0) return;
-  auto& e = cached<ConvForwardEntry>("conv_fwd " + g.key + (b ? " bias" : ""), [&] {
+  const memory::data_type dt = compute_type(x);
+  const std::string types = type_note(dt) + layout_note(x, y);
+  auto& e = cached<ConvForwardEntry>("conv_fwd " + g.key + (b ? " bias" : "") + types, [&] {
     return dnnl_guard("conv2d_forward " + g.key, [&] {
       auto e = std::make_unique<ConvForwardEntry>();
       auto alg = dnnl::algorithm::convolution_direct;
       auto prop = dnnl::prop_kind::forward_training;
+      const memory::desc src = activation_desc(x, g.src, dt), dst = activation_desc(y, g.dst, dt);
       dnnl::convolution_forward::desc d =
-          b ? dnnl::convolution_forward::desc(prop, alg, any_desc(g.src), any_desc(g.wei),
-                                              plain_desc(g.bias), any_desc(g.dst), g.strides,
-                                              g.dilates, g.pad_l, g.pad_r)
-            : dnnl::convolution_forward::desc(prop, alg, any_desc(g.src), any_desc(g.wei),
-                                              any_desc(g.dst), g.strides, g.dilates, g.pad_l,
-                                              g.pad_r);
+          b ? dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt),
+                                              plain_desc(g.bias), dst, g.strides, g.dilates,
+                                              g.pad_l, g.pad_r)
+            : dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt), dst, g.strides,
+                                              g.dilates, g.pad_l, g.pad_r);
       dnnl::convolution_forward::primitive_desc pd(d, scratchpad_attr(), engine());
       e->prim = dnnl::convolution_forward(pd);
       e->scratch_md = pd.scratchpad_desc();
-      e->src = LayoutBridge(*this, plain_desc(g.src), pd.src_desc(), true);
+      e->src = LayoutBridge(*this, tensor_desc(x, g.src), pd.src_desc(), true);
       e->wei = LayoutBridge(*this, plain_desc(g.wei), pd.weights_desc(), true);
-      e->dst = LayoutBridge(*this, plain_desc(g.dst), pd.dst_desc(), false);
+      e->dst = LayoutBridge(*this, tensor_desc(y, g.dst), pd.dst_desc(), false);
       if (b) e->bias = memory(plain_desc(g.bias), engine(), DNNL_MEMORY_NONE);
-      e->placement = "conv2d_forward " + g.desc + " -> " + impl_name(pd) +
+      e->placement = "conv2d_forward" + types + " " + g.desc + " -> " + impl_name(pd) +
                      reorder_note({{"src", e->src.reorders()},
                                    {"weights", e->wei.reorders()},
                                    {"dst", e->dst.reorders()}});
       return e;
     });
   });
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.src.bind(x.data())},
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, e.src.bind(x.raw())},
                                        {DNNL_ARG_WEIGHTS, e.wei.bind(w.data())},
-                                       {DNNL_ARG_DST, e.dst.bind(y.data())},
+                                       {DNNL_ARG_DST, e.dst.bind(y.raw())},
                                        {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
   if (b) {
     e.bias.set_data_handle(const_cast<float*>(b->data()));
@@ -140,29 +182,32 @@ void CpuBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor
   ConvGeometry g = geometry(dx.shape(), w.shape(), dy.shape(), p);
   if (dx.numel() == 0) return;
   if (dy.numel() == 0) return fill(dx, 0.f);
-  auto& e = cached<ConvBackwardDataEntry>("conv_bwd_data " + g.key, [&] {
+  const memory::data_type dt = compute_type(dy);
+  const std::string types = type_note(dt) + layout_note(dx, dy);
+  auto& e = cached<ConvBackwardDataEntry>("conv_bwd_data " + g.key + types, [&] {
     return dnnl_guard("conv2d_backward_data " + g.key, [&] {
       auto e = std::make_unique<ConvBackwardDataEntry>();
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, any_desc(g.src),
-                                              any_desc(g.wei), any_desc(g.dst), g.strides,
-                                              g.dilates, g.pad_l, g.pad_r);
+      const memory::desc src = activation_desc(dx, g.src, dt), dst = activation_desc(dy, g.dst, dt);
+      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src,
+                                              any_desc(g.wei, dt), dst, g.strides, g.dilates,
+                                              g.pad_l, g.pad_r);
       dnnl::convolution_backward_data::primitive_desc pd(d, scratchpad_attr(), engine(),
-                                                         forward_hint(g, engine()));
+                                                         forward_hint(g, src, dst, dt, engine()));
       e->prim = dnnl::convolution_backward_data(pd);
       e->scratch_md = pd.scratchpad_desc();
-      e->diff_dst = LayoutBridge(*this, plain_desc(g.dst), pd.diff_dst_desc(), true);
+      e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
       e->wei = LayoutBridge(*this, plain_desc(g.wei), pd.weights_desc(), true);
-      e->diff_src = LayoutBridge(*this, plain_desc(g.src), pd.diff_src_desc(), false);
-      e->placement = "conv2d_backward_data " + g.desc + " -> " + impl_name(pd) +
+      e->diff_src = LayoutBridge(*this, tensor_desc(dx, g.src), pd.diff_src_desc(), false);
+      e->placement = "conv2d_backward_data" + types + " " + g.desc + " -> " + impl_name(pd) +
                      reorder_note({{"diff_dst", e->diff_dst.reorders()},
                                    {"weights", e->wei.reorders()},
                                    {"diff_src", e->diff_src.reorders()}});
       return e;
     });
   });
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.data())},
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.raw())},
                                        {DNNL_ARG_WEIGHTS, e.wei.bind(w.data())},
-                                       {DNNL_ARG_DIFF_SRC, e.diff_src.bind(dx.data())},
+                                       {DNNL_ARG_DIFF_SRC, e.diff_src.bind(dx.raw())},
                                        {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
   e.diff_dst.run(stream());
   e.wei.run(stream());
@@ -177,28 +222,32 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
   ConvGeometry g = geometry(x.shape(), dw.shape(), dy.shape(), p);
   if (dw.numel() == 0) return;
   if (dy.numel() == 0) return fill(dw, 0.f);
-  auto& e = cached<ConvBackwardFilterEntry>("conv_bwd_filter " + g.key, [&] {
+  const memory::data_type dt = compute_type(x);
+  const std::string types = type_note(dt) + layout_note(x, dy);
+  auto& e = cached<ConvBackwardFilterEntry>("conv_bwd_filter " + g.key + types, [&] {
     return dnnl_guard("conv2d_backward_filter " + g.key, [&] {
       auto e = std::make_unique<ConvBackwardFilterEntry>();
-      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct,
-                                                 any_desc(g.src), any_desc(g.wei), any_desc(g.dst),
-                                                 g.strides, g.dilates, g.pad_l, g.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, scratchpad_attr(), engine(),
-                                                            forward_hint(g, engine()));
+      const memory::desc src = activation_desc(x, g.src, dt), dst = activation_desc(dy, g.dst, dt);
+      // The weight gradient in fp32: it goes to the fp32 master weights' optimizer.
+      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, src,
+                                                 any_desc(g.wei), dst, g.strides, g.dilates,
+                                                 g.pad_l, g.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(
+          d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
       e->prim = dnnl::convolution_backward_weights(pd);
       e->scratch_md = pd.scratchpad_desc();
-      e->diff_dst = LayoutBridge(*this, plain_desc(g.dst), pd.diff_dst_desc(), true);
-      e->src = LayoutBridge(*this, plain_desc(g.src), pd.src_desc(), true);
+      e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
+      e->src = LayoutBridge(*this, tensor_desc(x, g.src), pd.src_desc(), true);
       e->diff_wei = LayoutBridge(*this, plain_desc(g.wei), pd.diff_weights_desc(), false);
-      e->placement = "conv2d_backward_filter " + g.desc + " -> " + impl_name(pd) +
+      e->placement = "conv2d_backward_filter" + types + " " + g.desc + " -> " + impl_name(pd) +
                      reorder_note({{"diff_dst", e->diff_dst.reorders()},
                                    {"src", e->src.reorders()},
                                    {"diff_weights", e->diff_wei.reorders()}});
       return e;
     });
   });
-  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.data())},
-                                       {DNNL_ARG_SRC, e.src.bind(x.data())},
+  std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.raw())},
+                                       {DNNL_ARG_SRC, e.src.bind(x.raw())},
                                        {DNNL_ARG_DIFF_WEIGHTS, e.diff_wei.bind(dw.data())},
                                        {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}};
   e.diff_dst.run(stream());

@@ -70,6 +70,14 @@ std::string isa_name(dnnl::cpu_isa isa) {
   }
 }
 
+// bf16 only where the CPU has bf16 dot products (AVX512-BF16, or AMX): below that oneDNN would
+// emulate them, slower than fp32, which is not what a user asking for bf16 wants.
+bool cpu_has_bf16() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  return (isa & bf16) == bf16;
+}
+
 }  // namespace
 
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
@@ -108,9 +116,23 @@ InfoRows CpuBackend::info() const {
                                     threads_, omp_get_num_procs(), omp_get_num_procs())
                       : std::to_string(threads_)},
       {"ISA", isa_name(dnnl::get_effective_cpu_isa())},
+      {"bf16", cpu_has_bf16() ? "native (precision: bf16 runs oneDNN's bf16 kernels)"
+                              : "no (no AVX512-BF16 instructions; precision: bf16 is refused)"},
       {"oneDNN",
        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},
   };
+}
+
+bool CpuBackend::supports_dtype(DType d, std::string* why_not) const {
+  if (!is_16bit(d) || (d == DType::kBF16 && cpu_has_bf16())) return true;
+  if (why_not)
+    *why_not = d == DType::kF16
+                   ? "the CPU computes in fp32 or bf16; fp16 is a GPU precision (use bf16)"
+                   : "this CPU has no bf16 instructions (oneDNN runs it as " +
+                         isa_name(dnnl::get_effective_cpu_isa()) +
+                         "; bf16 needs avx512_core_bf16: Cooper Lake, Sapphire Rapids, Zen 4 or "
+                         "later), and emulating them would be slower than fp32";
+  return false;
 }
 
 std::vector<std::string> CpuBackend::placement_log() const {
@@ -148,14 +170,15 @@ std::shared_ptr<void> CpuBackend::allocate(size_t bytes) {
 }
 
 void CpuBackend::upload(Tensor& dst, const void* host) {
-  if (dst.bytes()) std::memcpy(dst.data(), host, dst.bytes());
+  if (dst.bytes()) std::memcpy(dst.raw(), host, dst.bytes());
 }
 
 void CpuBackend::download(void* host, const Tensor& src) {
-  if (src.bytes()) std::memcpy(host, src.data(), src.bytes());
+  if (src.bytes()) std::memcpy(host, src.raw(), src.bytes());
 }
 
 void CpuBackend::fill(Tensor& t, float value) {
+  if (is_16bit(t.dtype())) return mixed::fill(t, value);
   float* p = t.data();
   const int64_t n = t.numel();
 #pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
@@ -165,7 +188,11 @@ void CpuBackend::fill(Tensor& t, float value) {
 void CpuBackend::copy(Tensor& dst, const Tensor& src) {
   TANDEM_CHECK(dst.numel() == src.numel(),
                "copy " + src.shape().str() + " to " + dst.shape().str());
-  if (dst.data() != src.data() && src.bytes()) std::memcpy(dst.data(), src.data(), src.bytes());
+  // Another dtype, or another memory order of a 4-D side: converted, in logical order.
+  const bool same_order = (dst.layout() == src.layout() && dst.shape() == src.shape()) ||
+                          (dst.layout() == Layout::kPlain && src.layout() == Layout::kPlain);
+  if (dst.dtype() != src.dtype() || !same_order) return mixed::convert(*this, dst, src);
+  if (dst.raw() != src.raw() && src.bytes()) std::memcpy(dst.raw(), src.raw(), src.bytes());
 }
 
 dnnl::primitive_attr CpuBackend::scratchpad_attr() {

@@ -18,6 +18,7 @@
 
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/tensor.h"
 
 namespace tandem {
 
@@ -42,6 +43,7 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   InfoRows info() const override;
   std::vector<std::string> placement_log() const override;
+  bool supports_dtype(DType d, std::string* why_not) const override;
 
   std::shared_ptr<void> allocate(size_t bytes) override;
   void upload(Tensor& dst, const void* host) override;
@@ -134,6 +136,10 @@ class CpuBackend : public Backend {
   // An attribute asking for a user-provided scratchpad (see scratchpad()).
   static dnnl::primitive_attr scratchpad_attr();
 
+  // Placement lines for ops written outside the class (cpu/mixed_precision.cpp).
+  bool tracing_placement() const { return tracing(); }
+  void place(const std::string& line) const { placed(line); }
+
  private:
   int threads_;
   int64_t batch_size_;  // the run's, for the out-of-memory hint (0: unknown)
@@ -175,6 +181,68 @@ inline std::string shape_str(const Tensor& t) { return t.shape().str(); }
 
 // Plain row-major fp32 descriptor of the given dims (tag a, ab, abc, abcd by rank).
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
+
+// --- 16-bit and channels-last tensors (cpu/mixed_precision.cpp) ---
+
+// oneDNN's name of a tensor dtype (f32, s32, bf16, f16).
+dnnl::memory::data_type dnnl_dtype(DType d);
+// The descriptor of a tensor as it is stored, over `dims` (its shape by default): its dtype, and
+// tag abcd (plain) or acdb (channels-last) for a 4-D tensor, a / ab / abc otherwise.
+dnnl::memory::desc tensor_desc(const Tensor& t, const dnnl::memory::dims& dims);
+dnnl::memory::desc tensor_desc(const Tensor& t);
+// Whether every tensor given is fp32 in plain order: the form the fp32 kernels take.
+inline bool all_f32_plain(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!t->is_f32_plain()) return false;
+  return true;
+}
+
+// An fp32 plain stand-in for a tensor of another dtype or layout, for the ops that have no 16-bit
+// kernel (the loss, dropout, batch normalization, ...): they run their fp32 kernel on stand-ins,
+// so they compute in fp32 as the mixed-precision recipe has them. `read`: the stand-in starts
+// with the tensor's values; `write`: finish() converts it back into the tensor. A tensor already
+// fp32 and plain is its own stand-in.
+class F32Stage {
+ public:
+  F32Stage(CpuBackend& backend, const Tensor& t, bool read, bool write);
+  Tensor& f32() { return stand_in_; }
+  void finish();
+
+ private:
+  CpuBackend& backend_;
+  Tensor original_, stand_in_;
+  bool staged_, write_;
+};
+
+// The ops' paths for tensors that are not all fp32 and plain: a 16-bit kernel where the op has
+// one (activations, add, bias, max pooling, the non-finite count), fp32 on stand-ins otherwise.
+// Each op of CpuBackend hands over to these when all_f32_plain() is false.
+namespace mixed {
+void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha);
+void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
+                         const Tensor& y, Activation a, float alpha);
+void add(CpuBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2);
+void bias_add(CpuBackend& b, Tensor& y, const Tensor& bias);
+void bias_backward(CpuBackend& b, Tensor& db, const Tensor& dy);
+void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParams& p);
+void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
+                     const Tensor& y, const Pool2dParams& p);
+// Batch normalization of bf16 tensors whose channels are innermost (channels-last images, (N,C)
+// rows), statistics in fp32 and double; false (nothing done) for any other form.
+bool batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                const Tensor& gamma, const Tensor& beta, float momentum, float eps);
+bool batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, const Tensor& running_mean,
+                                 const Tensor& running_var, float eps);
+bool batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_inv_std);
+int64_t count_nonfinite(const Tensor& t);
+void fill(Tensor& t, float value);
+// dst = src in another dtype or memory order, element for element in logical order.
+void convert(CpuBackend& b, Tensor& dst, const Tensor& src);
+}  // namespace mixed
 
 // The oneDNN implementation name of a primitive descriptor, e.g. "jit:avx512_core".
 std::string impl_name(const dnnl::primitive_desc_base& pd);

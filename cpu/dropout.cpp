@@ -12,6 +12,12 @@ void CpuBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float
                                  uint64_t offset) {
   TANDEM_CHECK(y.numel() == x.numel() && mask.numel() == x.numel(),
                "dropout " + x.shape().str() + " -> " + y.shape().str());
+  if (!all_f32_plain({&y, &mask, &x})) {  // the mask of the logical index, as in fp32
+    F32Stage sy(*this, y, false, true), sm(*this, mask, false, true), sx(*this, x, true, false);
+    dropout_forward(sy.f32(), sm.f32(), sx.f32(), p, seed, offset);
+    sy.finish();
+    return sm.finish();
+  }
   const int64_t n = x.numel();
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;
   const float* xp = x.data();
@@ -35,6 +41,11 @@ void CpuBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float
 void CpuBackend::dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) {
   TANDEM_CHECK(dx.numel() == dy.numel() && mask.numel() == dy.numel(),
                "dropout backward " + dy.shape().str() + " -> " + dx.shape().str());
+  if (!all_f32_plain({&dx, &dy, &mask})) {
+    F32Stage sdx(*this, dx, false, true), sdy(*this, dy, true, false), sm(*this, mask, true, false);
+    dropout_backward(sdx.f32(), sdy.f32(), sm.f32());
+    return sdx.finish();
+  }
   const int64_t n = dy.numel();
   const float* g = dy.data();
   const float* m = mask.data();

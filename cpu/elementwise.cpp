@@ -29,6 +29,7 @@ ChannelView channel_view(const Tensor& t, const Tensor& b, const char* what) {
 
 // y (N,C,...) += b (C).
 void CpuBackend::bias_add(Tensor& y, const Tensor& b) {
+  if (!all_f32_plain({&y, &b})) return mixed::bias_add(*this, y, b);
   const ChannelView v = channel_view(y, b, "bias_add");
   float* yp = y.data();
   const float* bp = b.data();
@@ -52,6 +53,7 @@ void CpuBackend::bias_add(Tensor& y, const Tensor& b) {
 
 // db (C) = sum of dy (N,C,...) over N and the spatial axes, accumulated in double.
 void CpuBackend::bias_backward(Tensor& db, const Tensor& dy) {
+  if (!all_f32_plain({&db, &dy})) return mixed::bias_backward(*this, db, dy);
   const ChannelView v = channel_view(dy, db, "bias_backward");
   const float* dyp = dy.data();
   float* dbp = db.data();
@@ -93,6 +95,7 @@ void CpuBackend::bias_backward(Tensor& db, const Tensor& dy) {
 void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   TANDEM_CHECK(a.numel() == b.numel() && y.numel() == a.numel(),
                "add " + a.shape().str() + " + " + b.shape().str() + " -> " + y.shape().str());
+  if (!all_f32_plain({&y, &a, &b})) return mixed::add(*this, y, a, b);
   const int64_t n = y.numel();
   const float* ap = a.data();
   const float* bp = b.data();
@@ -105,6 +108,11 @@ void CpuBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, i
                               int64_t cols) {
   const ColumnCopy g = check_copy_columns(dst, dst_col, src, src_col, cols);
   if (cols == 0) return;
+  if (!all_f32_plain({&dst, &src})) {  // rows of the logical order: on fp32 plain stand-ins
+    F32Stage sd(*this, dst, true, true), ss(*this, src, true, false);
+    copy_columns(sd.f32(), dst_col, ss.f32(), src_col, cols);
+    return sd.finish();
+  }
   float* d = dst.data() + dst_col;
   const float* s = src.data() + src_col;
   const size_t bytes = static_cast<size_t>(cols) * sizeof(float);
@@ -113,6 +121,7 @@ void CpuBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, i
 }
 
 int64_t CpuBackend::count_nonfinite(const Tensor& t) {
+  if (is_16bit(t.dtype())) return mixed::count_nonfinite(t);
   const int64_t n = t.numel();
   const float* p = t.data();
   int64_t bad = 0;

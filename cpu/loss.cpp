@@ -33,6 +33,13 @@ void check_labels(const Tensor& scores, const Tensor& labels, const char* what) 
 // probs (N,C) = softmax(logits), loss (1) = mean over n of log(sum exp) - logits[n, label].
 void CpuBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
                                                const Tensor& labels) {
+  if (!all_f32_plain({&loss, &probs, &logits})) {  // the loss is computed in fp32
+    F32Stage sl(*this, loss, false, true), sp(*this, probs, false, true),
+        sx(*this, logits, true, false);
+    softmax_cross_entropy_forward(sl.f32(), sp.f32(), sx.f32(), labels);
+    sl.finish();
+    return sp.finish();
+  }
   check_labels(logits, labels, "softmax_cross_entropy_forward");
   expect_shape(probs, logits.shape(), "softmax probs");
   const int64_t n = logits.dim(0), c = logits.dim(1);
@@ -61,6 +68,11 @@ void CpuBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, cons
 // dlogits (N,C) = (probs - onehot(labels)) / N.
 void CpuBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
                                                 const Tensor& labels) {
+  if (!all_f32_plain({&dlogits, &probs})) {
+    F32Stage sd(*this, dlogits, false, true), sp(*this, probs, true, false);
+    softmax_cross_entropy_backward(sd.f32(), sp.f32(), labels);
+    return sd.finish();
+  }
   check_labels(probs, labels, "softmax_cross_entropy_backward");
   expect_shape(dlogits, probs.shape(), "softmax dlogits");
   const int64_t n = probs.dim(0), c = probs.dim(1);
@@ -77,6 +89,11 @@ void CpuBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& p
 
 // loss (1) = mean over N*C of (pred - onehot(labels))^2.
 void CpuBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) {
+  if (!all_f32_plain({&loss, &pred})) {
+    F32Stage sl(*this, loss, false, true), sp(*this, pred, true, false);
+    mse_forward(sl.f32(), sp.f32(), labels);
+    return sl.finish();
+  }
   check_labels(pred, labels, "mse_forward");
   const int64_t n = pred.dim(0), c = pred.dim(1);
   const float* p = pred.data();
@@ -94,6 +111,11 @@ void CpuBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& lab
 
 // dpred (N,C) = 2 (pred - onehot(labels)) / (N*C).
 void CpuBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) {
+  if (!all_f32_plain({&dpred, &pred})) {
+    F32Stage sd(*this, dpred, false, true), sp(*this, pred, true, false);
+    mse_backward(sd.f32(), sp.f32(), labels);
+    return sd.finish();
+  }
   check_labels(pred, labels, "mse_backward");
   expect_shape(dpred, pred.shape(), "mse dpred");
   const int64_t n = pred.dim(0), c = pred.dim(1);
@@ -109,6 +131,11 @@ void CpuBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& l
 
 // correct (1) = number of rows whose first maximum is at the label.
 void CpuBackend::accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) {
+  if (!all_f32_plain({&correct, &scores})) {
+    F32Stage sc(*this, correct, false, true), ss(*this, scores, true, false);
+    accuracy(sc.f32(), ss.f32(), labels);
+    return sc.finish();
+  }
   check_labels(scores, labels, "accuracy");
   const int64_t n = scores.dim(0), c = scores.dim(1);
   const float* s = scores.data();

@@ -140,6 +140,7 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
 void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
   check_pool_shapes(x.shape(), y.shape(), p);
   if (y.numel() == 0) return;
+  if (!all_f32_plain({&y, &x})) return mixed::pool2d_forward(*this, y, x, p);
   if (p.mode == PoolMode::kMax) {
     if (tracing())
       placed("pool2d_forward " + pool_key(x.shape(), p) +
@@ -184,6 +185,7 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
   check_pool_shapes(x.shape(), y.shape(), p);
   expect_shape(dx, x.shape(), "pool2d dx");
   expect_shape(dy, y.shape(), "pool2d dy");
+  if (!all_f32_plain({&dx, &dy, &x, &y})) return mixed::pool2d_backward(*this, dx, dy, x, y, p);
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
   const float* xp = x.data();

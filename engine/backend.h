@@ -1,9 +1,12 @@
 // The Backend interface: every op a layer, loss or optimizer needs, on one device's memory.
 //
-// Conventions: outputs first, then inputs, then parameters; all tensors are dense row-major fp32
-// (labels int32) in NCHW order and live on this backend. A backend never knows which layer calls
-// it; stateful objects (oneDNN primitives, cuDNN descriptors and algorithms, workspaces) are cached
-// inside the backend, keyed by shape, never rebuilt every step.
+// Conventions: outputs first, then inputs, then parameters; tensors are dense fp32 (labels int32)
+// in plain NCHW order and live on this backend. In a 16-bit run (engine/precision.h) activations
+// and their gradients are 16-bit, images channels-last; every op takes them, and defines its
+// result by the logical shape. Parameters, their gradients and optimizer state are always fp32.
+// A backend never knows which layer calls it; stateful objects (oneDNN primitives, cuDNN
+// descriptors and algorithms, workspaces) are cached inside the backend, keyed by shape, never
+// rebuilt every step.
 #pragma once
 
 #include <cstddef>
@@ -139,6 +142,14 @@ class Backend {
   // that names it (per-layer --log-placement); ops of tandem's own kernels append nothing.
   void trace_placement(std::vector<std::string>* sink) { trace_ = sink; }
 
+  // Whether this backend computes with activations of dtype d (bf16, fp16) in hardware; when not,
+  // `why_not` gets the cause and what to use instead. fp32 always.
+  virtual bool supports_dtype(DType d, std::string* why_not) const {
+    if (!is_16bit(d)) return true;
+    if (why_not) *why_not = name() + " computes in fp32 only";
+    return false;
+  }
+
   // --- memory ---
   // At least `bytes`, 64-byte aligned, freed when the last reference goes.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
@@ -164,7 +175,9 @@ class Backend {
   virtual void download_later(void* host, const Tensor& src) { download(host, src); }
   virtual void wait_downloads() {}
   virtual void fill(Tensor& t, float value) = 0;
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;        // same numel
+  // Same numel; converts between dtypes (rounding to nearest even) and memory orders, element for
+  // element in logical order (a channels-last (N,C,H,W) into a plain (N, C*H*W) is a flatten).
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;
   virtual void synchronize() {}
   virtual size_t peak_memory_bytes() const = 0;
   virtual void reset_peak_memory() = 0;

@@ -660,6 +660,19 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
                                 e.epoch));
     last = e.epoch;
   }
+  if (auto it = h.meta.find("precision"); it != h.meta.end()) {
+    if (it->second != "fp32" && it->second != "tf32" && it->second != "bf16" &&
+        it->second != "fp16")
+      corrupt(path, "metadata 'precision' is '" + it->second + "', none of fp32, tf32, bf16, fp16");
+    m.precision = it->second;
+  }
+  if (auto it = h.meta.find("loss_scale"); it != h.meta.end())
+    if (std::from_chars(it->second.data(), it->second.data() + it->second.size(), m.loss_scale)
+                .ptr != it->second.data() + it->second.size() ||
+        !(m.loss_scale >= 0))
+      corrupt(path, "metadata 'loss_scale' is not a number of zero or more");
+  if (h.meta.count("good_steps"))
+    m.good_steps = static_cast<int64_t>(meta_int(h, "good_steps", path));
   return m;
 }
 
@@ -755,6 +768,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
       {"best_metric", meta.best_metric},
       {"best_value", fmt::format("{}", meta.best_value)},
       {"best_epoch", std::to_string(meta.best_epoch)},
+      {"precision", meta.precision},
+      {"loss_scale", fmt::format("{}", meta.loss_scale)},
+      {"good_steps", std::to_string(meta.good_steps)},
       {"history", history_text(meta.history)}};
   for (size_t i = 0; i < fields.size(); ++i)
     header += fmt::format("{}{}:{}", i ? "," : "", json_string(fields[i].first),

@@ -39,6 +39,13 @@ struct CheckpointMeta {
   // The figures of the epochs completed (1 to `epoch`), so that a resumed run's metrics file and
   // plot show the whole run; empty in checkpoints of older versions.
   std::vector<EpochStats> history;
+  // The precision it trained in (engine/precision.h): its tensors are fp32 whatever it is, so a
+  // checkpoint of any precision evaluates and resumes in any other. Older checkpoints: fp32.
+  std::string precision = "fp32";
+  // fp16's dynamic loss scale and the applied steps since it last changed (engine/loss_scaling.h),
+  // so that a resumed run goes on with them; 0: none (every other precision).
+  double loss_scale = 0;
+  int64_t good_steps = 0;
 };
 
 // Tensors by name ("conv2d_1.weight", "optimizer.conv2d_1.weight.velocity"); handles share the

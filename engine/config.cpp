@@ -806,14 +806,11 @@ Config parse(const YAML::Node& root, const std::string& file) {
   train.finish();
 
   c.deterministic = top.get_bool("deterministic", false);
-  if (const std::string p = top.get_string("precision", "fp32");
-      p == "bf16" || p == "fp16" || p == "amp" || p == "mixed")
+  if (const std::string p = top.get_string("precision", "fp32"); p == "amp" || p == "mixed")
     top.fail("precision",
-             "'" + p +
-                 "' is not one of tandem's precisions: it trains in fp32 on both devices, "
-                 "with tf32 as the GPU's one faster mode",
-             "write 'precision: tf32' for the GPU's tensor cores, or leave precision out (fp32)");
-  c.precision = top.get_choice("precision", "fp32", {"fp32", "tf32"});
+             "'" + p + "' names no one precision: tandem's mixed precisions are bf16 and fp16",
+             "write 'precision: bf16' (CPUs with AVX512-BF16, GPUs) or 'precision: fp16' (GPUs)");
+  c.precision = top.get_choice("precision", "fp32", {"fp32", "tf32", "bf16", "fp16"});
   ConfigMap gpu = top.map("gpu");
   c.gpu_workspace_mb = gpu.get_int("workspace_mb", 256);
   if (c.gpu_workspace_mb < 0) gpu.fail("workspace_mb", "expected zero or more megabytes");

@@ -169,7 +169,7 @@ struct Config {
   DataConfig data;
   TrainConfig train;
   bool deterministic = false;
-  std::string precision = "fp32";  // fp32 | tf32
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (engine/precision.h)
   int64_t gpu_workspace_mb = 256;
   // How cuDNN's convolution algorithms are chosen: find (timed once per shape), heuristic, or
   // auto: find, unless deterministic (a timed choice can differ from run to run).

@@ -30,7 +30,8 @@ std::string layer_label(const LayerSpec& spec) {
 
 }  // namespace
 
-Graph::Graph(Config& config) : input_shape_(config.input) {
+Graph::Graph(Config& config)
+    : precision_(parse_precision(config.precision)), input_shape_(config.input) {
   const size_t count = config.layers.size();
   // A layer's name: its `name:`, else type_k for the k-th unnamed layer of its type (so that a
   // model of named relus and one unnamed has relu_1, not relu_3).
@@ -173,6 +174,13 @@ std::vector<float> Graph::initial_values(const Param& p, uint64_t seed, uint64_t
 
 void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   max_batch_ = max_batch;
+  if (std::string why; !backend.supports_dtype(activation_dtype(precision_), &why))
+    throw DeviceError("precision " + std::string(precision_name(precision_)) + " on " +
+                          backend.name() + ": " + why,
+                      backend.name() == "cpu"
+                          ? "use --precision fp32"
+                          : "use --precision fp32 or tf32 there, or bf16 on a CPU with "
+                            "AVX512-BF16 (trainer devices says whether this one has it)");
   int64_t packed = 0;
   for (Param* p : params()) packed += packed_numel(p->shape);
   Tensor values(backend, Shape{packed}), grads(backend, Shape{packed});
@@ -196,12 +204,22 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   acts_.assign(count + 1, Tensor());
   grads_.assign(count + 1, Tensor());
   acts_[0] = Tensor(backend, input_shape_.with_batch(max_batch));
+  // Activation k's dtype and layout (see allocate's comment in graph.h).
+  const DType low = activation_dtype(precision_);
+  auto dtype_of = [&](size_t k) { return k == 0 || k == count ? DType::kF32 : low; };
+  auto layout_of = [&](size_t k, const Shape& s) {
+    return dtype_of(k) != DType::kF32 && s.rank() == 4 ? Layout::kChannelsLast : Layout::kPlain;
+  };
+  views_.assign(count, false);
   for (size_t i = 0; i < count; ++i) {
     Shape out = layers_[i]->output_shape().with_batch(max_batch);
-    if (layers_[i]->is_view()) {
-      acts_[i + 1] = act(inputs_[i][0]).reshape(out);
+    const Tensor& in = act(inputs_[i][0]);
+    views_[i] = layers_[i]->is_view() && in.layout() == Layout::kPlain &&
+                in.dtype() == dtype_of(i + 1);
+    if (views_[i]) {
+      acts_[i + 1] = in.reshape(out);
     } else {
-      acts_[i + 1] = Tensor(backend, out);
+      acts_[i + 1] = Tensor(backend, out, dtype_of(i + 1), layout_of(i + 1, out));
     }
   }
   // Gradient buffers, from the top down: an activation taken only by a view layer shares that
@@ -215,11 +233,11 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   for (size_t k = count; k >= 1; --k) {
     const Shape& shape = acts_[k].shape();
     const int j = only_taker[k];
-    if (j >= 0 && layers_[static_cast<size_t>(j)]->is_view()) {
+    if (j >= 0 && views_[static_cast<size_t>(j)]) {
       grads_[k] = grads_[static_cast<size_t>(j) + 1].reshape(shape);
       shares_grad_[static_cast<size_t>(j)] = true;
     } else {
-      grads_[k] = Tensor(backend, shape);
+      grads_[k] = Tensor(backend, shape, acts_[k].dtype(), acts_[k].layout());
     }
     if (consumers_[k] > 1 && needs_grad_[k]) scratch = std::max(scratch, shape.numel());
   }
@@ -227,7 +245,7 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   for (const auto& in : inputs_) slots = std::max(slots, in.size());
   scratch_.clear();
   if (scratch > 0)
-    for (size_t s = 0; s < slots; ++s) scratch_.emplace_back(backend, Shape{scratch});
+    for (size_t s = 0; s < slots; ++s) scratch_.emplace_back(backend, Shape{scratch}, low);
 }
 
 void Graph::swap_input(Tensor& other) {
@@ -235,19 +253,23 @@ void Graph::swap_input(Tensor& other) {
   std::swap(acts_.front(), other);
   // View layers (a first flatten) of the input read its storage under another shape.
   for (size_t i = 0; i < layers_.size(); ++i)
-    if (layers_[i]->is_view()) acts_[i + 1] = act(inputs_[i][0]).reshape(acts_[i + 1].shape());
+    if (views_[i]) acts_[i + 1] = act(inputs_[i][0]).reshape(acts_[i + 1].shape());
 }
 
 Tensor Graph::forward(Context& ctx, int64_t n) {
   TANDEM_CHECK(n > 0 && n <= max_batch_, "batch of " + std::to_string(n) + " samples");
   std::vector<Tensor> xs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (layers_[i]->is_view()) continue;
+    if (views_[i]) continue;
     xs.clear();
     for (int a : inputs_[i]) xs.push_back(act(a).prefix(n));
     Tensor y = acts_[i + 1].prefix(n);
     if (hook_) hook_(i, false, false);
-    layers_[i]->forward_inputs(ctx, xs, y);
+    if (layers_[i]->is_view()) {
+      ctx.backend.copy(y, xs[0]);  // a flatten that converts (see views_)
+    } else {
+      layers_[i]->forward_inputs(ctx, xs, y);
+    }
     if (hook_) hook_(i, false, true);
   }
   return acts_.back().prefix(n);
@@ -268,7 +290,8 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
       written[static_cast<size_t>(a)] = true;
       return grads_[static_cast<size_t>(a)].prefix(n);
     }
-    return scratch_.at(slot).view(0, grads_[static_cast<size_t>(a)].shape()).prefix(n);
+    const Tensor& g = grads_[static_cast<size_t>(a)];
+    return scratch_.at(slot).view(0, g.shape()).with_layout(g.layout()).prefix(n);
   };
   auto accumulate = [&](int a, Tensor& d) {
     Tensor g = grads_[static_cast<size_t>(a)].prefix(n);
@@ -279,13 +302,15 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
     Layer& layer = *layers_[i];
     const std::vector<int>& in = inputs_[i];
     Tensor y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
-    if (layer.is_view()) {  // dx is dy reshaped: shared storage, or copied where x has takers more
+    if (layer.is_view()) {  // dx is dy reshaped: shared storage, or copied (and converted)
       const int a = in[0];
       if (shares_grad_[i]) {
         written[static_cast<size_t>(a)] = true;
       } else if (needs_grad_[static_cast<size_t>(a)]) {
         Tensor d = target(a, 0);
+        if (hook_) hook_(i, true, false);
         ctx.backend.copy(d, dy);
+        if (hook_) hook_(i, true, true);
         accumulate(a, d);
       }
       continue;

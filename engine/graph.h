@@ -12,6 +12,7 @@
 
 #include "engine/config.h"
 #include "engine/layer.h"
+#include "engine/precision.h"
 
 namespace tandem {
 
@@ -29,12 +30,17 @@ struct SummaryRow {
 
 class Graph {
  public:
-  // Builds and checks the model of a config: layer types, keys and shapes. No backend yet.
+  // Builds and checks the model of a config: layer types, keys and shapes. No backend yet. The
+  // config's precision sets the activations' dtype (engine/precision.h).
   explicit Graph(Config& config);
 
   // Places the graph on a backend: parameters drawn from the seed (identical on every backend),
-  // activation and gradient buffers for batches of up to max_batch samples.
+  // activation and gradient buffers for batches of up to max_batch samples. In a 16-bit run every
+  // activation but the input and the logits is 16-bit, the images (N,C,H,W) channels-last, so
+  // that the layers between them pass 16-bit tensors in the kernels' layout and only the graph's
+  // edges convert: the input, a flatten after an image, the logits.
   void allocate(Backend& backend, int64_t max_batch, uint64_t seed);
+  Precision precision() const { return precision_; }
 
   // The input buffer (max_batch, input...): upload a batch into input().prefix(n).
   Tensor& input() { return acts_.front(); }
@@ -107,6 +113,11 @@ class Graph {
   // Per view layer (flatten): its input's gradient buffer is its output's, reshaped (the input
   // has no other taker), so its backward is nothing.
   std::vector<bool> shares_grad_;
+  // Per layer: a view layer whose output really is its input reshaped (same dtype, plain order).
+  // A flatten after a channels-last or fp32 activation copies instead (Backend::copy converts,
+  // keeping the logical NCHW order, so dense weights mean the same in every precision).
+  std::vector<bool> views_;
+  Precision precision_ = Precision::kF32;
   bool branches_ = false;
   std::vector<bool> named_;  // by layer: the config gave its name
   // Gradients for an activation that already holds another taker's gradient are written here

@@ -29,8 +29,20 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-Tensor::Tensor(Backend& backend, Shape shape, DType dtype)
-    : backend_(&backend), shape_(std::move(shape)), dtype_(dtype) {
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::kF32: return "fp32";
+    case DType::kI32: return "int32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "fp16";
+  }
+  return "?";
+}
+
+Tensor::Tensor(Backend& backend, Shape shape, DType dtype, Layout layout)
+    : backend_(&backend), shape_(std::move(shape)), dtype_(dtype), layout_(layout) {
+  TANDEM_CHECK(layout_ == Layout::kPlain || shape_.rank() == 4,
+               "a channels-last tensor is 4-D, got " + shape_.str());
   capacity_ = shape_.numel();
   storage_ = backend.allocate(std::max<size_t>(bytes(), 4));
   ptr_ = storage_.get();
@@ -38,8 +50,18 @@ Tensor::Tensor(Backend& backend, Shape shape, DType dtype)
 
 Tensor Tensor::reshape(Shape shape) const {
   TANDEM_CHECK(shape.numel() == numel(), "reshape " + shape_.str() + " to " + shape.str());
+  TANDEM_CHECK(layout_ == Layout::kPlain || shape == shape_,
+               "reshape of a channels-last " + shape_.str() + " to " + shape.str());
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::with_layout(Layout layout) const {
+  TANDEM_CHECK(layout == Layout::kPlain || shape_.rank() == 4,
+               "a channels-last tensor is 4-D, got " + shape_.str());
+  Tensor t = *this;
+  t.layout_ = layout;
   return t;
 }
 
@@ -57,7 +79,7 @@ Tensor Tensor::rows(int64_t begin, int64_t n) const {
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
   Shape shape = shape_;
   shape[0] = n;
-  return view(begin * row, std::move(shape));
+  return view(begin * row, std::move(shape)).with_layout(layout_);  // whole rows keep the order
 }
 
 Tensor Tensor::view(int64_t offset, Shape shape) const {
@@ -66,6 +88,7 @@ Tensor Tensor::view(int64_t offset, Shape shape) const {
                    std::to_string(capacity_) + " elements");
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.layout_ = Layout::kPlain;
   t.ptr_ = static_cast<char*>(ptr_) + static_cast<size_t>(offset) * dtype_size(dtype_);
   t.capacity_ = capacity_ - offset;
   return t;

@@ -1,4 +1,4 @@
-// Shape and Tensor: a dense row-major (NCHW) array whose storage is owned by a Backend.
+// Shape and Tensor: a dense array (NCHW row-major, or channels-last) whose storage a Backend owns.
 #pragma once
 
 #include <cstddef>
@@ -35,20 +35,31 @@ class Shape {
   std::vector<int64_t> dims_;
 };
 
-enum class DType { kF32, kI32 };
-inline size_t dtype_size(DType) { return 4; }
+// kBF16 and kF16 hold the activations of a 16-bit run (engine/precision.h); parameters,
+// gradients of parameters and optimizer state stay kF32.
+enum class DType { kF32, kI32, kBF16, kF16 };
+inline size_t dtype_size(DType d) { return d == DType::kBF16 || d == DType::kF16 ? 2 : 4; }
+inline bool is_16bit(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+const char* dtype_name(DType d);  // "fp32", "int32", "bf16", "fp16"
+
+// The memory order of a tensor. The shape is always the logical one, (N,C,H,W) for images;
+// kChannelsLast (4-D only) stores it as (N,H,W,C), the order 16-bit convolution kernels read
+// without a reorder. Ops define results by the logical shape, so layouts never change numbers.
+enum class Layout { kPlain, kChannelsLast };
 
 // A Tensor is a cheap handle: copies share storage. Views (reshape, leading-axis prefix) share it too.
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Backend& backend, Shape shape, DType dtype = DType::kF32);
+  Tensor(Backend& backend, Shape shape, DType dtype = DType::kF32, Layout layout = Layout::kPlain);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return shape_.numel(); }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   DType dtype() const { return dtype_; }
+  Layout layout() const { return layout_; }
+  bool is_f32_plain() const { return dtype_ == DType::kF32 && layout_ == Layout::kPlain; }
   Backend& backend() const { return *backend_; }
   int64_t dim(int i) const { return shape_[i]; }
 
@@ -57,16 +68,22 @@ class Tensor {
   const float* data() const { return static_cast<const float*>(ptr_); }
   int32_t* data_i32() { return static_cast<int32_t*>(ptr_); }
   const int32_t* data_i32() const { return static_cast<const int32_t*>(ptr_); }
+  void* raw() { return ptr_; }  // any dtype
+  const void* raw() const { return ptr_; }
 
-  // Same storage, another shape of the same number of elements.
+  // Same storage, another shape of the same number of elements (a channels-last tensor keeps its
+  // rank: its memory order is not the logical one).
   Tensor reshape(Shape shape) const;
+  // Same storage and shape, seen in another memory order (a buffer reused for another layout).
+  Tensor with_layout(Layout layout) const;
   // The first n entries along the leading axis (a smaller last batch reuses the same buffers).
   Tensor prefix(int64_t n) const;
   // Entries [begin, begin + n) along the leading axis: e.g. two scalars kept in one buffer, so
   // that one download reads both.
   Tensor rows(int64_t begin, int64_t n) const;
   // The elements [offset, offset + shape.numel()) of this view's storage, as `shape` (within
-  // capacity()): a tensor packed into a larger buffer, or several packed ones seen as one.
+  // capacity()), in plain order: a tensor packed into a larger buffer, or several packed ones seen
+  // as one.
   Tensor view(int64_t offset, Shape shape) const;
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
   // Capacity in elements of the underlying storage from this view's start.
@@ -78,6 +95,7 @@ class Tensor {
   void* ptr_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::kF32;
+  Layout layout_ = Layout::kPlain;
   int64_t capacity_ = 0;
 };
 

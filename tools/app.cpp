@@ -25,6 +25,7 @@
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
 #include "engine/parity.h"
+#include "engine/precision.h"
 #include "engine/progress.h"
 #include "engine/report.h"
 #include "engine/trainer.h"
@@ -108,6 +109,7 @@ Config load_config_with_overrides(const RunRequest& r) {
   }
   if (r.data) set_data_path(c.data, *r.data, "--data");
   if (!r.checkpoint_dir.empty()) c.train.checkpoint.dir = r.checkpoint_dir;
+  if (r.precisions.size() == 1) c.precision = r.precisions[0];  // several: per run
   return c;
 }
 
@@ -143,7 +145,7 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
                      : world().local_size() == 1 ? 0
                                                  : world().local_rank() % std::max(1, gpu_count());
   o.deterministic = c.deterministic;
-  o.tf32 = c.precision == "tf32";
+  o.tf32 = (d.precision.empty() ? c.precision : d.precision) == "tf32";
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
   o.find_conv_algorithms =
       c.gpu_conv_algo == "find" || (c.gpu_conv_algo == "auto" && !c.deterministic);
@@ -203,6 +205,13 @@ std::string parameter_line(const Graph& g) {
                      mib < 0.1 ? 4 : 2);
 }
 
+// "bf16 (16-bit activations, fp32 weights and optimizer)".
+std::string precision_text(const std::string& p) {
+  if (p == "bf16" || p == "fp16")
+    return p + " (mixed: 16-bit activations and products, fp32 weights, optimizer and loss)";
+  return p;
+}
+
 std::string optimizer_text(const OptimizerConfig& o) {
   std::string s = fmt::format("{} lr {:g}", o.type, o.lr);
   if (o.type == "sgd" && o.momentum > 0) s += fmt::format(" momentum {:g}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
@@ -247,6 +256,25 @@ namespace {
 // "all" is the CPU, then each GPU when the GPU backend can run here (on GPU 0: "gpu" for a
 // machine's only one), else the CPU alone and the one line that says why there is no GPU. A
 // further GPU that cannot run this build gets its row with the reason, as in any list.
+// Pairs --precision's list with the devices: one precision is every run's (the config's, set by
+// load_config_with_overrides); several run the one device in each, or pair with as many devices.
+// In a list of several precisions each label names its run's ("cpu bf16").
+std::vector<DeviceSpec> with_precisions(std::vector<DeviceSpec> devices,
+                                        const std::vector<std::string>& precisions) {
+  if (precisions.size() < 2) return devices;
+  if (devices.size() == 1) devices.assign(precisions.size(), devices[0]);
+  if (devices.size() != precisions.size())
+    throw UsageError(fmt::format("--precision lists {} precisions for {} devices",
+                                 precisions.size(), devices.size()),
+                     "give one precision, one per device, or one device and several precisions "
+                     "(--device cpu --precision fp32,bf16)");
+  for (size_t k = 0; k < devices.size(); ++k) {
+    devices[k].precision = precisions[k];
+    devices[k].label += " " + precisions[k];
+  }
+  return devices;
+}
+
 std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
   if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
   std::vector<DeviceSpec> out;
@@ -262,7 +290,7 @@ std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
     for (int i = 0; i < gpus; ++i)
       out.push_back(parse_device(gpus == 1 ? "gpu" : "gpu:" + std::to_string(i)));
   }
-  return out;
+  return with_precisions(out, r.precisions);
 }
 
 // The cause of a failure on one device of a list, with its hint, for the table's notes.
@@ -379,8 +407,12 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
     if (&r != ref) {
       speedup = fmt::format("{:.2f}x", images_per_second(r.result) /
                                            std::max(1e-9, images_per_second(ref->result)));
+      // Runs of a 16-bit precision agree to its rounding, not to fp32's.
+      const double tolerance = std::max(parity_tolerance(parse_precision(ref->device.precision)),
+                                        parity_tolerance(parse_precision(r.device.precision)));
       Parity p = compare_runs(ref->result.step_losses, r.result.step_losses,
-                              ref->result.epochs.back().test_accuracy, last.test_accuracy);
+                              ref->result.epochs.back().test_accuracy, last.test_accuracy,
+                              tolerance);
       parity = p.agree ? "agree" : "DIFFER";
       notes.push_back(fmt::format("{} vs {}: {}", r.device.label, ref->device.label, p.verdict()));
     }
@@ -497,7 +529,11 @@ std::string continue_command(const RunRequest& r, const Config& config, const De
       }
       words.push_back(a[i]);
       if (a[i] == "--device" && i + 1 < a.size()) {
-        words.push_back(device.label);
+        words.push_back(device.label.substr(0, device.label.find(' ')));  // not "cpu bf16"
+        ++i;
+      }
+      if (a[i] == "--precision" && i + 1 < a.size()) {  // the stopped run's, of a list
+        words.push_back(device.precision.empty() ? a[i + 1] : device.precision);
         ++i;
       }
     }
@@ -566,7 +602,10 @@ int run_train(const RunRequest& r) {
                                 {"batch " + format_count(config.train.batch_size),
                                  optimizer_text(config.train.optimizer),
                                  "schedule " + schedule_text(config.train.schedule),
-                                 "loss " + config.loss, fmt::format("seed {}", config.train.seed)},
+                                 "loss " + config.loss, fmt::format("seed {}", config.train.seed),
+                                 "precision " + (r.precisions.size() > 1
+                                                     ? fmt::format("{}", fmt::join(r.precisions, ", "))
+                                                     : precision_text(config.precision))},
                                 ", ", 7));
     fmt::print("{}", controls_text(config.train));
     if (config.train.batch_size > data.train.size())
@@ -606,6 +645,7 @@ int run_train(const RunRequest& r) {
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
     DeviceRun run{devices[k], started[k].reason, {}, {}};
+    if (run.device.precision.empty()) run.device.precision = config.precision;
     if (!run.ran()) {
       runs.push_back(std::move(run));
       continue;
@@ -618,6 +658,7 @@ int run_train(const RunRequest& r) {
       if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
       std::fflush(stdout);
       Config c = config;
+      if (!run.device.precision.empty()) c.precision = run.device.precision;
       Graph graph(c);
       std::unique_ptr<Loss> loss = make_loss(c.loss);
       // No batch holds more samples than the largest split: a batch beyond it takes no memory.
@@ -813,9 +854,10 @@ const BenchRow* reference_row(const std::vector<BenchRow>& rows, const BenchRow&
 }
 
 std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::string& config) {
-  std::string s = fmt::format("{{\"device\": {}, \"config\": {}, \"batch_size\": {}, \"threads\": {}",
-                              json_string(row.device.label), json_string(config), row.batch,
-                              row.threads);
+  std::string s = fmt::format(
+      "{{\"device\": {}, \"config\": {}, \"batch_size\": {}, \"threads\": {}, \"precision\": {}",
+      json_string(row.device.label), json_string(config), row.batch, row.threads,
+      json_string(row.device.precision));
   if (!row.ran()) return s + ", \"error\": " + json_string(row.reason) + "}";
   const BenchResult& b = row.b;
   s += fmt::format(
@@ -968,7 +1010,9 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
 
 int run_bench(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
-  const std::vector<DeviceSpec> devices = parse_devices(r);
+  std::vector<DeviceSpec> devices = parse_devices(r);
+  for (DeviceSpec& d : devices)
+    if (d.precision.empty()) d.precision = config.precision;
   if (r.steps < 1 || r.warmup < 0)
     throw UsageError("--steps must be at least 1 and --warmup at least 0",
                      "e.g. --steps 20 --warmup 5");
@@ -1016,6 +1060,7 @@ int run_bench(const RunRequest& r) {
       try {
         Config c = config;
         c.train.batch_size = batch;
+        c.precision = device.precision;
         Graph graph(c);
         std::unique_ptr<Loss> loss = make_loss(c.loss);
         graph.allocate(*backend, batch, c.train.seed);
@@ -1048,8 +1093,8 @@ int run_bench(const RunRequest& r) {
   std::vector<std::string> notes;
   for (const BenchRow& row : rows) {
     if (!row.ran()) {
-      table.push_back(
-          {row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-", "-"});
+      table.push_back({row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-",
+                       "-", row.device.precision});
       const std::string note = row.device.label + ": not run: " + row.reason;
       if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
       continue;
@@ -1063,7 +1108,8 @@ int run_bench(const RunRequest& r) {
          format_count(b.train_images_per_second), format_count(b.infer_images_per_second),
          fmt::format("{:.1f}", 3 * gflop * static_cast<double>(row.batch) / (b.train_ms / 1e3)),
          ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
-         ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1)});
+         ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1),
+         row.device.precision});
     // Users' most common surprise: a small model or batch where the GPU barely beats the CPU.
     if (row.device.backend == "gpu" && ref && ref != &row && ref->device.backend == "cpu" &&
         b.train_images_per_second < 2 * ref->b.train_images_per_second)
@@ -1080,7 +1126,8 @@ int run_bench(const RunRequest& r) {
       config.name, r.steps, r.steps == 1 ? "" : "s", r.warmup, r.warmup == 1 ? "" : "s",
       r.warmup == 1 ? "is" : "are");
   fmt::print("{}", format_table({"device", "batch", "train ms/step", "min-max ms", "train img/s",
-                                 "infer img/s", "train GFLOP/s", "train speedup", "infer speedup"},
+                                 "infer img/s", "train GFLOP/s", "train speedup", "infer speedup",
+                                 "precision"},
                                 table));
   fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
              reference_device(rows));

@@ -20,6 +20,9 @@ struct RunRequest {
   std::vector<std::string> command_line;
   std::string config_path;
   std::vector<std::string> devices{"cpu"};  // "cpu", "cpu:2" (2 threads), "gpu", "gpu:1"
+  // --precision: one replaces the config's; several run side by side (parse_devices pairs them
+  // with the devices). Empty: the config's.
+  std::vector<std::string> precisions;
   std::optional<int64_t> epochs, batch_size;
   std::optional<double> lr;
   std::optional<uint64_t> seed;
@@ -55,7 +58,8 @@ struct RunRequest {
 struct DeviceSpec {
   std::string backend;
   int index = -1;  // cpu: threads; gpu: device index; -1: default
-  std::string label;  // as the user wrote it
+  std::string label;  // as the user wrote it ("cpu:2"), and its precision in a list of several
+  std::string precision;  // the run's (--precision); empty: the config's
 };
 DeviceSpec parse_device(const std::string& text);
 

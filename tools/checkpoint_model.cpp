@@ -41,7 +41,12 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
     if (r.data) set_data_path(m.config.data, *r.data, "--data");
     if (r.batch_size) m.config.train.batch_size = *r.batch_size;
     if (r.threads) m.config.train.threads = *r.threads;
+    if (r.precisions.size() == 1) m.config.precision = r.precisions[0];
   }
+  if (r.precisions.size() > 1)
+    throw UsageError(command + " runs in one precision, and --precision gives " +
+                         std::to_string(r.precisions.size()),
+                     "give one, e.g. --precision bf16");
   if (m.config.data.normalize_auto) {
     // Computed over the train split at training time: predict has no train data to redo it.
     if (m.meta.normalize_mean.empty())

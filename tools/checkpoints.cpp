@@ -41,6 +41,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       device_(device_label),
       config_text_(file_text(config.file)),
       config_file_(fs::absolute(config.file).string()),
+      precision_(config.precision),
       seed_(config.train.seed),
       mean_(config.data.mean),
       std_(config.data.std),
@@ -54,6 +55,7 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
   if (per_device_folder) {
     std::string sub = device_label;
     std::replace(sub.begin(), sub.end(), ':', '-');
+    std::replace(sub.begin(), sub.end(), ' ', '-');  // "cpu bf16", a run of a precision list
     dir /= sub;
   }
   dir_ = dir.string();
@@ -126,6 +128,7 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.class_names = class_names_;
   meta.batch_size = batch_size_;
   meta.processes = world().size();
+  meta.precision = precision_;
   for (const EpochStats& e : history_)
     if (e.epoch <= at.epoch) meta.history.push_back(e);
   if (best_epoch_) {
@@ -312,13 +315,18 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                       file, meta.step, now.step),
           "give each run its own --checkpoint-dir, then --resume again");
   };
-  if (!quiet)
-    fmt::print("Resume {} (written on {}): epoch {}, step {}{}\n", file, meta.device,
-               meta.epoch + 1, meta.step,
+  if (!quiet) {
+    fmt::print("Resume {} (written on {}, {}): epoch {}, step {}{}\n", file, meta.device,
+               meta.precision, meta.epoch + 1, meta.step,
                meta.batch > 0 ? fmt::format(" (this epoch's train figures will cover its batches "
                                             "from {} on)",
                                             meta.batch + 1)
                               : "");
+    // Its fp32 weights continue in any precision; only the same one continues bit for bit.
+    if (meta.precision != config.precision)
+      fmt::print("       note: trained in {}, continuing in {}\n", meta.precision,
+                 config.precision);
+  }
   return meta;
 }
 

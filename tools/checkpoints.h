@@ -41,6 +41,7 @@ class RunCheckpoints {
   void prune() const;
   CheckpointConfig cfg_;
   std::string device_, dir_, config_text_, config_file_;
+  std::string precision_;  // the run's, recorded in each checkpoint
   uint64_t seed_;
   std::vector<float> mean_, std_;  // data.normalize as trained
   int64_t batch_size_;

@@ -90,6 +90,17 @@ const std::vector<Flag> kFlags = {
      "TensorBoard event files, a run folder per device (DIR/cpu, DIR/gpu)",
      "flags",
      {"train"}},
+    {"--precision LIST",
+     "fp32, tf32 (GPU), bf16 (GPU, CPUs with AVX512-BF16) or fp16 (GPU)\n"
+     "(replaces the config's precision); a list runs each side by side on\n"
+     "the one device (cpu with fp32,bf16), or pairs with a list of devices",
+     "flags",
+     {"train", "bench"}},
+    {"--precision P",
+     "fp32, tf32, bf16 or fp16 (default: the config's); the checkpoint's\n"
+     "fp32 weights run in any of them",
+     "",
+     {"eval", "predict"}},
     {"--log-placement",
      "which library primitive or algorithm ran each layer",
      "flags",
@@ -129,7 +140,9 @@ const std::string kDevices =
   when it can run here, else the CPU (one line says why); all: the CPU, then each GPU when the
   GPU backend can run here (else one line says why)
   (--device cpu,gpu trains the same config from the same seed on each in turn, then prints one
-  side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict)
+  side-by-side table: time, images/s, loss, accuracy, peak memory, speedup, parity verdict;
+  --precision fp32,bf16 does the same for precisions, the parity tolerance then that of the
+  16-bit run: 5e-2 relative for bf16, 1e-2 for fp16, 1e-3 between fp32 runs)
 )";
 
 const std::string kDataParallel =

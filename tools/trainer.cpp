@@ -271,6 +271,14 @@ int run(int argc, char** argv) {
       spdlog::set_level(level);
     } else if (a == "--plot") {
       r.plot_path = value();
+    } else if (a == "--precision") {
+      r.precisions = split(value(), ',');
+      const std::vector<std::string> known = {"fp32", "tf32", "bf16", "fp16"};
+      for (const std::string& p : r.precisions)
+        if (std::find(known.begin(), known.end(), p) == known.end())
+          throw tandem::UsageError(
+              "unknown precision '" + p + "'" + tandem::did_you_mean(tandem::closest_name(p, known)),
+              "give fp32, tf32, bf16 or fp16, or a comma list of them such as fp32,bf16");
     } else if (a == "--log-placement") {
       r.log_placement = true;
     } else if (command == "train" && a == "--checkpoint-dir") {

@@ -225,16 +225,15 @@ TEST(ConfigMessages, AnInputShapeWithoutItsKeyGetsTheFix) {
   EXPECT_EQ(r.hint, "give the shape its key: write 'input: {shape: [1, 8, 8]}'");
 }
 
-// Reduced precision other than the GPU's tf32 is not built: said so, with the one that is.
-TEST(ConfigMessages, AReducedPrecisionNamesTheOnesThereAre) {
-  for (const std::string p : {"bf16", "fp16"}) {
+// "amp" and "mixed" name a recipe, not a precision: the refusal names the two 16-bit ones.
+TEST(ConfigMessages, AMixedPrecisionRecipeNamesTheSixteenBitPrecisions) {
+  for (const std::string p : {"amp", "mixed"}) {
     Refusal r = refusal_of(std::string(kGood) + "precision: " + p + "\n");
-    EXPECT_NE(r.cause.find("'precision': '" + p +
-                           "' is not one of tandem's precisions: it trains "
-                           "in fp32 on both devices"),
+    EXPECT_NE(r.cause.find("'precision': '" + p + "' names no one precision: tandem's mixed "
+                           "precisions are bf16 and fp16"),
               std::string::npos)
         << r.cause;
-    EXPECT_NE(r.hint.find("write 'precision: tf32'"), std::string::npos) << r.hint;
+    EXPECT_NE(r.hint.find("write 'precision: bf16'"), std::string::npos) << r.hint;
   }
 }
 

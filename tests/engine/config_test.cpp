@@ -101,7 +101,7 @@ TEST(Config, DataCacheIsFourGibibytesUnlessSet) {
 
 TEST(Config, GpuConvolutionAlgorithmsAreTimedUnlessHeuristicOrDeterministic) {
   auto options = [](const std::string& text) {
-    return backend_options(parse_config(text, "g.yaml"), DeviceSpec{"gpu", 0, "gpu"});
+    return backend_options(parse_config(text, "g.yaml"), DeviceSpec{"gpu", 0, "gpu", ""});
   };
   EXPECT_EQ(parse_config(kGood, "good.yaml").gpu_conv_algo, "auto");
   EXPECT_TRUE(options(kGood).find_conv_algorithms);

@@ -112,6 +112,7 @@ const char* value_for(const std::string& flag) {
   if (flag == "--device") return "cpu";
   if (flag == "--log-level") return "warn";
   if (flag == "--lr") return "0.1";
+  if (flag == "--precision") return "fp32";
   return "1";
 }
 

@@ -1,0 +1,375 @@
+// Every op on bf16 (channels-last) tensors against the double reference.
+//
+// Inputs are rounded to bf16 on the host first and the reference is fed those rounded values, so
+// what is measured is the op's own arithmetic: products of two bf16 values are exact in fp32, the
+// accumulation is fp32, and a bf16 output is rounded once. The tolerance, relative to the largest
+// reference value (relative_error's scale), is therefore
+//   bf16 output: 2^-8 (half a bf16 ulp is 2^-9 of the value; doubled for the accumulation's own
+//                error before that rounding)
+//   + L * 2^-23   (L fp32 additions of a reduction of length L, each off by at most 2^-24 of the
+//                 running sum, with a factor 2 margin),
+// with L the reduction length of the op (C*R*S for a convolution's output, N*P*Q for its weight
+// gradient, K for a matrix product). fp32 outputs (weight gradients) drop the first term to 2^-16.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/bf16.h"
+#include "tests/cpu/backend_test_util.h"
+#include "tests/reference/reference.h"
+
+namespace tandem::testing {
+namespace {
+
+double tolerance(int64_t reduction, bool bf16_output = true) {
+  return (bf16_output ? std::ldexp(1.0, -8) : std::ldexp(1.0, -16)) +
+         static_cast<double>(reduction) * std::ldexp(1.0, -23);
+}
+
+Floats rounded(Floats v) {
+  for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+  return v;
+}
+
+class Bf16Test : public BackendTest {
+ protected:
+  void SetUp() override {
+    BackendTest::SetUp();
+    if (IsSkipped()) return;
+    std::string why;
+    if (!be().supports_dtype(DType::kBF16, &why)) GTEST_SKIP() << "no bf16 here: " << why;
+  }
+  // A bf16 tensor holding `host` (rounded), 4-D ones channels-last as a 16-bit run keeps them.
+  Tensor upload16(const Shape& s, const Floats& host) {
+    Tensor f = upload(s, host);
+    Tensor t(be(), s, DType::kBF16, s.rank() == 4 ? Layout::kChannelsLast : Layout::kPlain);
+    be().copy(t, f);
+    return t;
+  }
+  Tensor output16(const Shape& s) {
+    Tensor t(be(), s, DType::kBF16, s.rank() == 4 ? Layout::kChannelsLast : Layout::kPlain);
+    be().fill(t, NAN);
+    return t;
+  }
+  // The values of any tensor in logical order, as fp32.
+  Floats values(const Tensor& t) {
+    Tensor f(be(), t.shape());
+    be().copy(f, t);
+    return download(f);
+  }
+};
+
+// Round to nearest, ties to even, on values chosen to sit exactly on and beside the ties; and a
+// channels-last tensor keeps (N,C,H,W) as its logical order while storing (N,H,W,C).
+TEST_P(Bf16Test, ConversionRoundsToNearestEvenAndKeepsTheLogicalOrder) {
+  const float one_ulp = std::ldexp(1.f, -7);    // bf16's ulp at 1
+  const Floats x = {1.f + one_ulp / 2,          // a tie: down to the even 1
+                    1.f + 3 * one_ulp / 2,      // a tie: up to the even 1 + 2 ulp
+                    1.f + one_ulp / 2 + 1e-6f,  // past the tie: up
+                    -2.f - one_ulp,             // past the tie at 2 (ulp 2^-6): down
+                    INFINITY,
+                    3.f};
+  Tensor t = upload16({1, 6, 1, 1}, x);
+  const Floats back = values(t);
+  EXPECT_EQ(back[0], 1.f);
+  EXPECT_EQ(back[1], 1.f + 2 * one_ulp);
+  EXPECT_EQ(back[2], 1.f + one_ulp);
+  EXPECT_EQ(back[3], -2.f);
+  EXPECT_EQ(back[4], INFINITY);
+  EXPECT_EQ(back[5], 3.f);
+
+  // (1,2,2,3) with value = its NCHW index: stored as (1,2,3,2), channel fastest.
+  Floats seq(12);
+  for (int i = 0; i < 12; ++i) seq[static_cast<size_t>(i)] = static_cast<float>(i);
+  Tensor cl = upload16({1, 2, 2, 3}, seq);
+  std::vector<uint16_t> raw(12);
+  be().download(raw.data(), cl);
+  for (int h = 0; h < 2; ++h)
+    for (int w = 0; w < 3; ++w)
+      for (int c = 0; c < 2; ++c)
+        EXPECT_EQ(bf16_to_f32(raw[static_cast<size_t>((h * 3 + w) * 2 + c)]),
+                  static_cast<float>((c * 2 + h) * 3 + w));
+  // A flatten of it (plain (1, 12)) reads the NCHW order, as an fp32 model's flatten does.
+  Tensor flat(be(), Shape{1, 12}, DType::kBF16);
+  be().copy(flat, cl);
+  EXPECT_EQ(values(flat), seq);
+}
+
+struct ConvCase {
+  std::string name;
+  reference::ConvShape s;
+  Conv2dParams p;
+};
+
+Conv2dParams params(int stride, int pad) {
+  Conv2dParams p;
+  p.stride_h = p.stride_w = stride;
+  p.pad_h = p.pad_w = pad;
+  return p;
+}
+
+std::vector<ConvCase> conv_cases() {
+  return {{"cifar_3x3_pad1", {4, 32, 8, 8, 32, 3, 3}, params(1, 1)},
+          {"lenet_conv2", {3, 20, 12, 12, 50, 5, 5}, params(1, 0)},
+          {"channel_tails_stride2", {2, 17, 9, 7, 33, 3, 3}, params(2, 1)},
+          {"1x1", {2, 16, 5, 5, 8, 1, 1}, params(1, 0)}};
+}
+
+TEST_P(Bf16Test, ConvolutionForwardMatchesReference) {
+  uint32_t seed = 10;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const Floats x = rounded(random(s.n * s.c * s.h * s.w, seed++));
+    const Floats w = random(s.k * s.c * s.r * s.s, seed++), b = random(s.k, seed++);
+    Tensor tw = upload({s.k, s.c, s.r, s.s}, w), tb = upload({s.k}, b);  // fp32 master weights
+    Tensor y = output16({s.n, s.k, s.p(c.p), s.q(c.p)});
+    be().conv2d_forward(y, upload16({s.n, s.c, s.h, s.w}, x), tw, &tb, c.p);
+    EXPECT_LT(relative_error(values(y), reference::conv2d_forward(x, rounded(w), b, s, c.p)),
+              tolerance(s.c * s.r * s.s));
+  }
+}
+
+// The model's first convolution reads the fp32 input: it computes in fp32 and rounds its output
+// to bf16 once.
+TEST_P(Bf16Test, ConvolutionOfAnFp32InputWritesBf16) {
+  const reference::ConvShape s{2, 3, 10, 10, 16, 3, 3};
+  const Conv2dParams p = params(1, 1);
+  const Floats x = random(s.n * s.c * s.h * s.w, 3), w = random(s.k * s.c * s.r * s.s, 4);
+  Tensor y = output16({s.n, s.k, s.p(p), s.q(p)});
+  be().conv2d_forward(y, upload({s.n, s.c, s.h, s.w}, x), upload({s.k, s.c, s.r, s.s}, w), nullptr,
+                      p);
+  EXPECT_LT(relative_error(values(y), reference::conv2d_forward(x, w, {}, s, p)),
+            tolerance(s.c * s.r * s.s));
+}
+
+TEST_P(Bf16Test, ConvolutionBackwardDataMatchesReference) {
+  uint32_t seed = 20;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const int64_t P = s.p(c.p), Q = s.q(c.p);
+    const Floats dy = rounded(random(s.n * s.k * P * Q, seed++));
+    const Floats w = random(s.k * s.c * s.r * s.s, seed++);
+    Tensor dx = output16({s.n, s.c, s.h, s.w});
+    be().conv2d_backward_data(dx, upload16({s.n, s.k, P, Q}, dy), upload({s.k, s.c, s.r, s.s}, w),
+                              c.p);
+    EXPECT_LT(relative_error(values(dx), reference::conv2d_backward_data(dy, rounded(w), s, c.p)),
+              tolerance(s.k * s.r * s.s));
+  }
+}
+
+TEST_P(Bf16Test, ConvolutionWeightGradientIsFp32AndMatchesReference) {
+  uint32_t seed = 30;
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto& s = c.s;
+    const int64_t P = s.p(c.p), Q = s.q(c.p);
+    const Floats dy = rounded(random(s.n * s.k * P * Q, seed++));
+    const Floats x = rounded(random(s.n * s.c * s.h * s.w, seed++));
+    Tensor dw = output({s.k, s.c, s.r, s.s});  // fp32: it goes to the fp32 optimizer
+    be().conv2d_backward_filter(dw, upload16({s.n, s.k, P, Q}, dy),
+                                upload16({s.n, s.c, s.h, s.w}, x), c.p);
+    EXPECT_LT(relative_error(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p)),
+              tolerance(s.n * P * Q, false));
+  }
+}
+
+// A dense layer: bf16 activations, fp32 weights; forward, both gradients, and the logits (fp32).
+TEST_P(Bf16Test, MatrixProductsOfADenseLayerMatchReference) {
+  const int64_t N = 6, F = 37, U = 19;
+  const Floats x = rounded(random(N * F, 40)), w = random(U * F, 41);
+  const Floats dy = rounded(random(N * U, 42));
+  Tensor tx = upload16({N, F}, x), tw = upload({U, F}, w), tdy = upload16({N, U}, dy);
+  Tensor y = output16({N, U});
+  be().gemm(y, tx, tw, false, true, 1.f, 0.f);  // y = x W^T
+  EXPECT_LT(
+      relative_error(values(y), reference::gemm({}, x, rounded(w), N, U, F, false, true, 1, 0)),
+      tolerance(F));
+  Tensor logits = output({N, U});
+  be().gemm(logits, tx, tw, false, true, 1.f, 0.f);
+  EXPECT_LT(relative_error(download(logits),
+                           reference::gemm({}, x, rounded(w), N, U, F, false, true, 1, 0)),
+            tolerance(F, false));
+  Tensor dw = output({U, F});
+  be().gemm(dw, tdy, tx, true, false, 1.f, 0.f);  // dW = dy^T x, fp32
+  EXPECT_LT(relative_error(download(dw), reference::gemm({}, dy, x, U, F, N, true, false, 1, 0)),
+            tolerance(N, false));
+  // dx = dy W from the fp32 logits' gradient: both operands rounded to bf16 first.
+  const Floats dlogits = random(N * U, 43);
+  Tensor dx = output16({N, F});
+  be().gemm(dx, upload({N, U}, dlogits), tw, false, false, 1.f, 0.f);
+  EXPECT_LT(relative_error(values(dx), reference::gemm({}, rounded(dlogits), rounded(w), N, F, U,
+                                                       false, false, 1, 0)),
+            tolerance(U));
+}
+
+// Elementwise: no reduction, so the bound is the output's rounding alone.
+TEST_P(Bf16Test, ActivationsMatchReference) {
+  const Shape s{2, 5, 3, 4};
+  const Floats x = rounded(random(s.numel(), 50, -3.f, 3.f)), dy = rounded(random(s.numel(), 51));
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+    SCOPED_TRACE(static_cast<int>(a));
+    Tensor tx = upload16(s, x), y = output16(s), dx = output16(s);
+    be().activation_forward(y, tx, a, 0.1f);
+    EXPECT_LT(relative_error(values(y), reference::activation_forward(x, a, 0.1)), tolerance(0));
+    // sigmoid and tanh take their gradient from y, itself rounded: one more rounding of 2^-9.
+    be().activation_backward(dx, upload16(s, dy), tx, y, a, 0.1f);
+    EXPECT_LT(relative_error(values(dx), reference::activation_backward(dy, x, a, 0.1)),
+              tolerance(0) + std::ldexp(1.0, -8));
+  }
+}
+
+TEST_P(Bf16Test, ReluPassesNaNOn) {
+  Tensor x = upload16({1, 4, 1, 1}, {NAN, -1.f, 2.f, 0.f}), y = output16({1, 4, 1, 1});
+  be().activation_forward(y, x, Activation::kRelu, 0.f);
+  const Floats v = values(y);
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 0.f);
+  EXPECT_EQ(v[2], 2.f);
+  EXPECT_EQ(be().count_nonfinite(y), 1);
+}
+
+TEST_P(Bf16Test, MaxPoolingMatchesReferenceAndRoutesToTheFirstMaximum) {
+  Pool2dParams two;  // 2x2 stride 2
+  Pool2dParams overlapping;
+  overlapping.kernel_h = overlapping.kernel_w = 3;
+  overlapping.stride_h = overlapping.stride_w = 2;
+  overlapping.pad_h = overlapping.pad_w = 1;
+  for (const Pool2dParams& p : {two, overlapping}) {
+    const int64_t N = 2, C = 19, H = 7, W = 6;
+    const Shape xs{N, C, H, W};
+    const Shape ys{N, C, conv_out_size(H, p.kernel_h, p.stride_h, p.pad_h),
+                   conv_out_size(W, p.kernel_w, p.stride_w, p.pad_w)};
+    // Values on a coarse grid, so that windows hold ties: the first maximum takes the gradient.
+    Floats x = random(xs.numel(), 60);
+    for (float& v : x) v = std::round(v * 4) / 4;
+    const Floats dy = rounded(random(ys.numel(), 61));
+    Tensor tx = upload16(xs, x), y = output16(ys), dx = output16(xs);
+    be().pool2d_forward(y, tx, p);
+    EXPECT_EQ(relative_error(values(y), reference::pool2d_forward(x, N, C, H, W, p)), 0.0);
+    be().pool2d_backward(dx, upload16(ys, dy), tx, y, p);
+    // Overlapping windows add up to 4 gradients in fp32, then round once.
+    EXPECT_LT(relative_error(values(dx), reference::pool2d_backward(dy, x, N, C, H, W, p)),
+              tolerance(4));
+  }
+}
+
+TEST_P(Bf16Test, AveragePoolingComputesInFp32) {
+  Pool2dParams p;
+  p.mode = PoolMode::kAverage;
+  p.kernel_h = p.kernel_w = 3;
+  p.stride_h = p.stride_w = 1;
+  p.pad_h = p.pad_w = 1;
+  const int64_t N = 2, C = 3, H = 5, W = 4;
+  const Floats x = rounded(random(N * C * H * W, 62)), dy = rounded(random(N * C * H * W, 63));
+  Tensor tx = upload16({N, C, H, W}, x), y = output16({N, C, H, W}), dx = output16({N, C, H, W});
+  be().pool2d_forward(y, tx, p);
+  EXPECT_LT(relative_error(values(y), reference::pool2d_forward(x, N, C, H, W, p)), tolerance(9));
+  be().pool2d_backward(dx, upload16({N, C, H, W}, dy), tx, y, p);
+  EXPECT_LT(relative_error(values(dx), reference::pool2d_backward(dy, x, N, C, H, W, p)),
+            tolerance(9));
+}
+
+// bias_add adds an fp32 bias to bf16 (one rounding); bias_backward sums N*H*W values into fp32.
+TEST_P(Bf16Test, BiasAndItsGradientMatchReference) {
+  const int64_t N = 3, C = 21, H = 5, W = 7;
+  const Floats y = rounded(random(N * C * H * W, 70)), b = random(C, 71);
+  Tensor ty = upload16({N, C, H, W}, y);
+  be().bias_add(ty, upload({C}, b));
+  EXPECT_LT(relative_error(values(ty), reference::bias_add(y, b, N, C, H * W)), tolerance(0));
+  Tensor db = output({C});
+  be().bias_backward(db, upload16({N, C, H, W}, y));
+  EXPECT_LT(relative_error(download(db), reference::bias_backward(y, N, C, H * W)),
+            tolerance(N * H * W, false));
+  Tensor flat = upload16({N, C}, rounded(random(N * C, 72)));  // a dense layer's
+  Tensor db2 = output({C});
+  be().bias_backward(db2, flat);
+  EXPECT_LT(relative_error(download(db2), reference::bias_backward(values(flat), N, C, 1)),
+            tolerance(N, false));
+}
+
+TEST_P(Bf16Test, AddMatchesReference) {
+  const Shape s{2, 6, 3, 3};
+  const Floats a = rounded(random(s.numel(), 80)), b = rounded(random(s.numel(), 81));
+  Tensor y = output16(s);
+  be().add(y, upload16(s, a), upload16(s, b));
+  EXPECT_LT(relative_error(values(y), reference::add(a, b)), tolerance(1));
+}
+
+// Batch normalization computes its statistics in fp32, on an fp32 copy of the bf16 input.
+TEST_P(Bf16Test, BatchNormalizationMatchesReference) {
+  const int64_t N = 4, C = 5, H = 3, W = 3;
+  const Floats x = rounded(random(N * C * H * W, 90, 1.f, 3.f));
+  const Floats gamma = random(C, 91), beta = random(C, 92);
+  Tensor y = output16({N, C, H, W});
+  Tensor mean = output({C}), inv_std = output({C}), rm = upload({C}, Floats(C, 0.f)),
+         rv = upload({C}, Floats(C, 1.f));
+  be().batchnorm_forward_training(y, mean, inv_std, rm, rv, upload16({N, C, H, W}, x),
+                                  upload({C}, gamma), upload({C}, beta), 0.1f, 1e-5f);
+  const reference::BatchNorm r = reference::batchnorm_training(x, gamma, beta, N, C, H * W, 1e-5);
+  EXPECT_LT(relative_error(values(y), r.y), tolerance(N * H * W));
+  EXPECT_LT(relative_error(download(mean), r.mean), tolerance(N * H * W, false));
+  Doubles running_var(static_cast<size_t>(C));  // 0.9 * 1 + 0.1 * the unbiased variance
+  for (size_t c = 0; c < running_var.size(); ++c)
+    running_var[c] = 0.9 + 0.1 * r.var[c] * (N * H * W) / (N * H * W - 1.0);
+  EXPECT_LT(relative_error(download(rv), running_var), tolerance(N * H * W, false));
+
+  // The backward against the fp32 kernel's on the same (rounded) values: sums over N*H*W.
+  const Floats dy = rounded(random(N * C * H * W, 93));
+  Tensor dx = output16({N, C, H, W}), dgamma = output({C}), dbeta = output({C});
+  Tensor tgamma = upload({C}, gamma);
+  be().batchnorm_backward(&dx, dgamma, dbeta, upload16({N, C, H, W}, dy), upload16({N, C, H, W}, x),
+                          tgamma, mean, inv_std);
+  Tensor dx32 = output({N, C, H, W}), dgamma32 = output({C}), dbeta32 = output({C});
+  be().batchnorm_backward(&dx32, dgamma32, dbeta32, upload({N, C, H, W}, dy),
+                          upload({N, C, H, W}, x), tgamma, mean, inv_std);
+  auto as_doubles = [](const Floats& f) { return Doubles(f.begin(), f.end()); };
+  EXPECT_LT(relative_error(values(dx), as_doubles(download(dx32))), tolerance(N * H * W));
+  EXPECT_LT(relative_error(download(dgamma), as_doubles(download(dgamma32))),
+            tolerance(N * H * W, false));
+  EXPECT_LT(relative_error(download(dbeta), as_doubles(download(dbeta32))),
+            tolerance(N * H * W, false));
+  // Inference with the running statistics.
+  Tensor yi = output16({N, C, H, W});
+  be().batchnorm_forward_inference(yi, upload16({N, C, H, W}, x), tgamma, upload({C}, beta), rm, rv,
+                                   1e-5f);
+  Floats rmh = download(rm), rvh = download(rv);
+  EXPECT_LT(relative_error(values(yi), reference::batchnorm_inference(x, gamma, beta, rmh, rvh, N,
+                                                                      C, H * W, 1e-5)),
+            tolerance(1));
+}
+
+// Dropout keeps the fp32 mask of the logical index: the same mask as an fp32 run's.
+TEST_P(Bf16Test, DropoutUsesTheMaskOfTheLogicalIndex) {
+  const Shape s{2, 4, 3, 5};
+  const Floats x = rounded(random(s.numel(), 95));
+  Tensor y = output16(s), mask = output(s);
+  be().dropout_forward(y, mask, upload16(s, x), 0.3f, 7, 11);
+  const Doubles m = reference::dropout_mask(s.numel(), 0.3, 7, 11);
+  EXPECT_LT(relative_error(download(mask), m), 1e-7);  // 1/(1-p) rounded to fp32
+  Doubles expect(x.size());
+  for (size_t i = 0; i < x.size(); ++i) expect[i] = x[i] * m[i];
+  EXPECT_LT(relative_error(values(y), expect), tolerance(0));
+}
+
+// Concatenation along channels of channels-last tensors (copy_columns of the logical rows).
+TEST_P(Bf16Test, ChannelConcatenationKeepsTheLogicalOrder) {
+  const Floats a = rounded(random(2 * 3 * 2 * 2, 96)), b = rounded(random(2 * 5 * 2 * 2, 97));
+  Tensor y = output16({2, 8, 2, 2});
+  be().copy_columns(y, 0, upload16({2, 3, 2, 2}, a), 0, 12);
+  be().copy_columns(y, 12, upload16({2, 5, 2, 2}, b), 0, 20);
+  const Floats v = values(y);
+  for (int n = 0; n < 2; ++n) {
+    for (int i = 0; i < 12; ++i)
+      EXPECT_EQ(v[static_cast<size_t>(n * 32 + i)], a[static_cast<size_t>(n * 12 + i)]);
+    for (int i = 0; i < 20; ++i)
+      EXPECT_EQ(v[static_cast<size_t>(n * 32 + 12 + i)], b[static_cast<size_t>(n * 20 + i)]);
+  }
+}
+
+TANDEM_INSTANTIATE_BACKEND_SUITE(Bf16Test);
+
+}  // namespace
+}  // namespace tandem::testing
