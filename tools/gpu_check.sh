@@ -105,7 +105,12 @@ if [ -f gpu-carry/way1.tar.xz ]; then
   if [ -n "$from" ]; then
     b=$(basename "$(dirname "$from")")
     src=$(sed -n 's/^source_dir=//p' "$from")
-    rm -rf "$b" && ln -s "$PWD/gpu-carry/way1/$b" "$b"
+    # A build folder of that name already here (a build made on this machine) is moved aside,
+    # never deleted.
+    if [ -d "$b" ] && [ ! -L "$b" ]; then
+      rm -rf "$b.before-way1" && mv "$b" "$b.before-way1" && note "way 1: moved $b to $b.before-way1"
+    fi
+    rm -f "$b" && ln -s "$PWD/gpu-carry/way1/$b" "$b"
     if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then
       mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src" ||
         note "way 1: cannot link $src here: tests that read files by path will fail"
