@@ -104,6 +104,17 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
 }
 
+// t *= factor[0].
+void CpuBackend::scale_by(Tensor& t, const Tensor& factor) {
+  TANDEM_CHECK(t.is_f32_plain() && factor.is_f32_plain() && factor.numel() == 1,
+               "scale_by takes an fp32 tensor and a one-element fp32 factor");
+  const int64_t n = t.numel();
+  const float f = *factor.data();
+  float* p = t.data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
+  for (int64_t i = 0; i < n; ++i) p[i] *= f;
+}
+
 void CpuBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                               int64_t cols) {
   const ColumnCopy g = check_copy_columns(dst, dst_col, src, src_col, cols);

@@ -40,6 +40,12 @@ __global__ void add_kernel(float* y, const float* a, const float* b, int64_t n) 
   GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
 
+// t *= factor[0], the factor read on the device (fp16's loss scale on the loss gradient).
+__global__ void scale_by_kernel(float* t, const float* factor, int64_t n) {
+  const float f = *factor;
+  GRID_STRIDE(i, n) t[i] *= f;
+}
+
 __global__ void activation_forward_kernel(float* y, const float* x, int64_t n, int kind,
                                           float alpha) {
   GRID_STRIDE(i, n) {
@@ -144,6 +150,15 @@ void CudaBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   expect_numel(b, y.numel(), "add: b");
   if (y.numel() == 0) return;
   add_kernel<<<grid_for(y.numel()), kThreads, 0, stream_>>>(y.data(), a.data(), b.data(), y.numel());
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::scale_by(Tensor& t, const Tensor& factor) {
+  TANDEM_CHECK(t.dtype() == DType::kF32 && factor.dtype() == DType::kF32 && factor.numel() == 1,
+               "scale_by takes an fp32 tensor and a one-element fp32 factor");
+  if (t.numel() == 0) return;
+  scale_by_kernel<<<grid_for(t.numel()), kThreads, 0, stream_>>>(t.data(), factor.data(),
+                                                                 t.numel());
   CUDA_CHECK_LAUNCH();
 }
 

@@ -192,6 +192,9 @@ class Backend {
   virtual void bias_backward(Tensor& db, const Tensor& dy) = 0;
   // y = a + b, elementwise, same shapes (y may alias a or b).
   virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  // t *= factor[0], elementwise; t fp32, factor (1) fp32 on this backend, read by the op itself
+  // (fp16's loss scale multiplies the loss gradient so, with no wait for the device).
+  virtual void scale_by(Tensor& t, const Tensor& factor) = 0;
   // dst and src seen as matrices of N = dim(0) rows (N, dst.numel()/N) and (N, src.numel()/N):
   // dst[r, dst_col + j] = src[r, src_col + j] for every row r and j < cols (concat and its
   // backward). dst and src do not overlap.

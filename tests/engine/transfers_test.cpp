@@ -64,6 +64,7 @@ class CountingBackend : public Backend {
   void bias_add(Tensor& y, const Tensor& b) override { in_.bias_add(y, b); }
   void bias_backward(Tensor& db, const Tensor& dy) override { in_.bias_backward(db, dy); }
   void add(Tensor& y, const Tensor& a, const Tensor& b) override { in_.add(y, a, b); }
+  void scale_by(Tensor& t, const Tensor& f) override { in_.scale_by(t, f); }
   void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t cols) override {
     in_.copy_columns(dst, dst_col, src, src_col, cols);
