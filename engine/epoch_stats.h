@@ -20,6 +20,10 @@ struct EpochStats {
   bool has_val = false;  // a validation split was evaluated (data.val_split)
   double val_loss = 0, val_accuracy = 0;
   int64_t skipped_steps = 0;  // steps not applied for being non-finite (on_nan: skip_step)
+  // Loss scaling (fp16): the scale at the epoch's end and the steps whose gradients overflowed
+  // (skipped, the scale halved); 0: a run without loss scaling.
+  double loss_scale = 0;
+  int64_t overflow_steps = 0;
 };
 
 // The figures of a logged step (--log-every N): the means over the N steps up to it.
@@ -31,6 +35,7 @@ struct LoggedStep {
   // The mean global L2 norm of the gradients (before clipping), where the run computes it
   // (train.clip_grad_norm, on_nan: skip_step); < 0: not computed.
   double grad_norm = -1;
+  double loss_scale = 0;  // loss scaling (fp16): the scale after the step; 0: none
 };
 
 }  // namespace tandem

@@ -14,6 +14,10 @@
 
 namespace tandem {
 
+std::string format_loss_scale(double scale) {
+  return scale >= 1 ? format_count(scale) : fmt::format("{:g}", scale);
+}
+
 std::string format_duration(double s) {
   if (!(s >= 0) || !std::isfinite(s)) s = 0;
   if (s < 60) return fmt::format("{:.1f}s", s);
@@ -90,16 +94,23 @@ std::string progress_line(const ProgressFigures& f, int width) {
   const std::string loss = "loss " + format_loss(f.loss);
   const std::string acc = "acc " + format_accuracy(f.accuracy);
   const std::string ips = format_count(f.images_per_second) + " img/s";
-  auto line = [&](int bar, bool with_run, bool with_acc, bool with_ips) {
+  const std::string scale =
+      f.loss_scale > 0 && !f.final ? "scale " + format_loss_scale(f.loss_scale) : "";
+  auto line = [&](int bar, bool with_run, bool with_acc, bool with_ips, bool with_scale = false) {
     return join({bar ? count + " " + bar_of(f.done, f.total, bar) : count,
-                 time + (with_run ? run : ""), loss, with_acc ? acc : "", with_ips ? ips : ""});
+                 time + (with_run ? run : ""), loss, with_acc ? acc : "", with_ips ? ips : "",
+                 with_scale ? scale : ""});
   };
   auto fits = [&](const std::string& l) { return static_cast<int>(l.size()) <= width; };
-  // The bar narrows to 10 before a field goes; then images/s, the run's ETA, the bar, accuracy.
-  const std::string full = line(30, true, true, true);
+  // The bar narrows to 10 before a field goes; then the loss scale, images/s, the run's ETA, the
+  // bar, accuracy.
+  const std::string full = line(30, true, true, true, true);
   if (fits(full)) return full;
-  const int spare = width - static_cast<int>(line(0, true, true, true).size()) - 3;  // " []"
-  if (spare >= 10) return line(std::min(30, spare), true, true, true);
+  for (bool with_scale : {true, false}) {
+    const int spare =
+        width - static_cast<int>(line(0, true, true, true, with_scale).size()) - 3;  // " []"
+    if (spare >= 10) return line(std::min(30, spare), true, true, true, with_scale);
+  }
   for (auto [bar, with_run, with_acc, with_ips] :
        {std::tuple{10, true, true, false}, std::tuple{10, false, true, false},
         std::tuple{0, false, true, false}, std::tuple{0, false, false, false}}) {
@@ -166,6 +177,7 @@ ProgressFigures ProgressBar::figures(bool final) const {
   f.loss = loss_;
   f.accuracy = accuracy_;
   f.images_per_second = ips_;
+  f.loss_scale = scale_;
   f.final = final;
   const int64_t after = run_.epochs - run_.epoch - 1;
   if (after > 0 && done_ > 0) {
@@ -177,8 +189,9 @@ ProgressFigures ProgressBar::figures(bool final) const {
   return f;
 }
 
-void ProgressBar::update(int64_t done, double loss, double acc, double ips) {
+void ProgressBar::update(int64_t done, double loss, double acc, double ips, double loss_scale) {
   done_ = done;
+  scale_ = loss_scale;
   loss_ = loss;
   accuracy_ = acc;
   ips_ = ips;

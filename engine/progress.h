@@ -35,11 +35,12 @@ struct ProgressFigures {
   double elapsed = 0;    // seconds of this epoch so far
   double run_left = -1;  // seconds left in the run after this epoch; < 0: not shown
   double loss = 0, accuracy = 0, images_per_second = 0;
+  double loss_scale = 0;  // fp16's dynamic loss scale, shown while running; 0: none
   bool final = false;  // the epoch's closing line: its time instead of an ETA
 };
 
 // The running line within `width` columns: the bar narrows, then the fields least needed go
-// (images/s, the run's ETA, the bar, accuracy) until it fits.
+// (the loss scale, images/s, the run's ETA, the bar, accuracy) until it fits.
 std::string progress_line(const ProgressFigures& f, int width);
 
 // `head` then `fields`, joined by `separator`, broken into lines of at most `width` columns
@@ -59,7 +60,9 @@ class ProgressBar {
   // epoch elsewhere) and the epoch's closing line; 2 the closing line only, after `heading`.
   ProgressBar(int64_t total, int verbose, ProgressRun run = {},
               ProgressOutput out = ProgressOutput::standard());
-  void update(int64_t done, double loss, double accuracy, double images_per_second);
+  // loss_scale: fp16's dynamic loss scale (0: none).
+  void update(int64_t done, double loss, double accuracy, double images_per_second,
+              double loss_scale = 0);
   // Ends the bar with the epoch's closing line: the bar's figures, then `fields` (test loss and
   // accuracy, peak memory, ...), in as many lines of the width as they need. `heading` starts the
   // line at verbose 2 ("Epoch 3/10").
@@ -73,7 +76,7 @@ class ProgressBar {
   ProgressOutput out_;
   int64_t last_quarter_ = 0;
   std::chrono::steady_clock::time_point start_, last_draw_;
-  double loss_ = 0, accuracy_ = 0, ips_ = 0;
+  double loss_ = 0, accuracy_ = 0, ips_ = 0, scale_ = 0;
   int64_t done_ = 0;
 };
 
@@ -90,6 +93,8 @@ std::string format_accuracy(double fraction);
 std::string format_duration(double seconds);
 // "12,345"
 std::string format_count(double v);
+// A loss scale: "65,536", or "0.5" below 1.
+std::string format_loss_scale(double scale);
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string format_bytes(size_t bytes);
 

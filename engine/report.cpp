@@ -162,10 +162,11 @@ void MetricsWriter::write_step(const LoggedStep& f) {
     out << fmt::format(
         "{{\"device\": {}, \"step\": {}, \"epoch\": {:.6g}, \"loss\": {:.6g}, \"accuracy\": "
         "{:.6g}, "
-        "\"learning_rate\": {:.6g}, \"images_per_second\": {:.1f}{}}}\n",
+        "\"learning_rate\": {:.6g}, \"images_per_second\": {:.1f}{}{}}}\n",
         json_string(f.device), f.step, f.epoch, f.loss, f.accuracy, f.learning_rate,
         f.images_per_second,
-        f.grad_norm >= 0 ? fmt::format(", \"grad_norm\": {:.6g}", f.grad_norm) : "");
+        f.grad_norm >= 0 ? fmt::format(", \"grad_norm\": {:.6g}", f.grad_norm) : "",
+        f.loss_scale > 0 ? fmt::format(", \"loss_scale\": {:g}", f.loss_scale) : "");
   out.flush();
   if (!out)
     throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");

@@ -94,7 +94,7 @@ StepLog::StepLog(std::string device)
 
 void StepLog::add(int64_t every, const std::function<void(const LoggedStep&)>& on_log, double loss,
                   double correct, int64_t n, double lr, double epoch_position, uint64_t step,
-                  bool skipped, double grad_norm) {
+                  bool skipped, double grad_norm, double loss_scale) {
   if (!skipped && n > 0) {
     loss_sum_ += loss * static_cast<double>(n);
     correct_ += correct;
@@ -114,6 +114,7 @@ void StepLog::add(int64_t every, const std::function<void(const LoggedStep&)>& o
   f.learning_rate = lr;
   f.images_per_second = seconds > 0 ? static_cast<double>(timed_samples_) / seconds : 0;
   f.grad_norm = norms_ ? norm_sum_ / static_cast<double>(norms_) : -1;
+  f.loss_scale = loss_scale;
   loss_sum_ = correct_ = norm_sum_ = 0;
   samples_ = timed_samples_ = norms_ = 0;
   since_ = now;

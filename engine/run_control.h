@@ -88,7 +88,7 @@ class StepLog {
   // counts for the step number only). Calls on_log after every `every`-th step of the run.
   void add(int64_t every, const std::function<void(const LoggedStep&)>& on_log, double loss,
            double correct, int64_t n, double lr, double epoch_position, uint64_t step, bool skipped,
-           double grad_norm = -1);
+           double grad_norm = -1, double loss_scale = 0);
   // An epoch starts: the images/s of the next logged step leave out the evaluation before it.
   void new_epoch();
 

@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/error.h"
+#include "engine/loss_scaling.h"
 #include "engine/numerics.h"
 #include "engine/progress.h"
 #include "engine/rng.h"
@@ -50,6 +51,10 @@ Graph::LayerHook trace_layers(Backend& backend, std::vector<LayerProfile>& rows,
 // on_nan: skip_step: the non-finite steps in a row that stop the run, and the ones reported.
 constexpr int64_t kMaxSkippedInARow = 10;
 constexpr int64_t kSkippedStepsReported = 10;
+// Loss scaling: the overflowing steps in a row after which a step is taken for non-finite, not
+// for overflowing. Each one halves the scale: after 30, 2^16 has become 2^-14, at which no finite
+// gradient of a trainable model overflows fp16.
+constexpr int64_t kMaxOverflowsInARow = 30;
 
 // A non-finite step that stops the run: its cause, and the learning rate to try: a tenth of it,
 // and no more than the optimizer's usual one (a tenth of 1e6 would diverge too).
@@ -177,7 +182,18 @@ void TrainStep::compute(int64_t n, uint64_t step) {
   loss_.forward(ctx, logits, labels, loss_value_);
   backend_.accuracy(correct_, logits, labels);
   loss_.backward(ctx, logits, labels, dlogits);
+  if (scale_loss_) {
+    const Tensor scale = gate_.rows(kGateLossScale, 1);
+    backend_.scale_by(dlogits, scale);
+  }
   graph_.backward(ctx, dlogits);
+}
+
+void TrainStep::scale_loss(double scale, int64_t good_steps) {
+  Tensor s = gate_.rows(kGateLossScale, 1), tracker = gate_.rows(kGateGrowthTracker, 1);
+  backend_.fill(s, static_cast<float>(scale));
+  backend_.fill(tracker, static_cast<float>(good_steps));
+  scale_loss_ = true;
 }
 
 void TrainStep::update(double lr) { optimizer_.step(lr); }
@@ -214,7 +230,8 @@ void TrainStep::update_gated(double lr, const GateParams& gate) {
 StepFigures TrainStep::read_step() {
   backend_.wait_downloads();
   const float* f = static_cast<const float*>(figures_host_.get());
-  StepFigures s{f[0], f[1], f[2 + kGateSkip] != 0.f, f[2 + kGateGradNorm]};
+  StepFigures s{f[0], f[1], f[2 + kGateSkip] != 0.f, f[2 + kGateGradNorm],
+                f[2 + kGateLossScale], static_cast<int64_t>(f[2 + kGateGrowthTracker])};
   if (!s.skipped) optimizer_.applied();
   return s;
 }
@@ -284,6 +301,28 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     return options.max_steps >= 0 && static_cast<int64_t>(steps) >= options.max_steps;
   };
   if (options.on_start) options.on_start(step);
+  // fp16 (or a run that asks for it): the loss gradient is multiplied by the gate's dynamic loss
+  // scale, and the gate checks every gradient, so that an overflow skips the step.
+  const bool scaling = options.loss_scaling || graph.precision() == Precision::kF16;
+  double loss_scale = 0;   // where the scale stands, as the last step read left it
+  int64_t good_steps = 0;  // and its applied steps since it last changed
+  int64_t overflows_in_a_row = 0;
+  if (scaling) {
+    const GateParams rules = loss_scaling_gate();
+    gate.check_gradients = rules.check_gradients;
+    gate.growth_interval = rules.growth_interval;
+    gate.growth_factor = rules.growth_factor;
+    gate.backoff_factor = rules.backoff_factor;
+    loss_scale = options.start.loss_scale > 0 ? options.start.loss_scale : kInitialLossScale;
+    good_steps = options.start.good_steps;
+    step.scale_loss(loss_scale, good_steps);
+  }
+  auto position = [&](int64_t epoch, int64_t batch, bool stopping, bool last) {
+    TrainPosition at{epoch, batch, global_step, stopping, last};
+    at.loss_scale = loss_scale;
+    at.good_steps = good_steps;
+    return at;
+  };
   // Every process starts from rank 0's weights and state (its checkpoint when resuming).
   TensorSums sums(comm, backend);  // collective; nothing to do for one process
   if (parallel && options.progress) fmt::print("Sums   gradients summed by {}\n", sums.path());
@@ -307,7 +346,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                      run_epochs ? run_seconds / static_cast<double>(run_epochs) : 0});
     auto start = Clock::now();
     double loss_sum = 0, correct_sum = 0, lr = 0;
-    int64_t seen = 0, epoch_skipped = 0;
+    int64_t seen = 0, epoch_skipped = 0, epoch_overflows = 0;
     bool stopped = false;
     bool ahead = false;  // the next batch was uploaded while the last step computed
     bool computed = false;  // this process ran a step of this epoch (moved its statistics)
@@ -327,7 +366,27 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         result.first_step_seconds = seconds_since(s.start);
         result.first_step_samples = step_n;
       }
-      if (f.skipped) {
+      // Loss scaling: a step whose loss is finite and whose gradients are not overflowed at the
+      // scale of the time (GradScaler's usual course): the gate halved the scale; its loss counts.
+      const bool overflowed = f.skipped && scaling && std::isfinite(l) &&
+                              overflows_in_a_row < kMaxOverflowsInARow;
+      const double scale_before = loss_scale;
+      if (scaling) {
+        loss_scale = f.loss_scale;
+        good_steps = f.good_steps;
+      }
+      if (overflowed) {
+        ++overflows_in_a_row;
+        ++result.overflow_steps;
+        ++epoch_overflows;
+        spdlog::debug("step {}: the gradients overflowed at loss scale {:g}; not applied, the "
+                      "scale is now {:g}",
+                      s.step + 1, scale_before, loss_scale);
+        result.step_losses.push_back(l);
+        loss_sum += l * static_cast<double>(step_n);
+        correct_sum += correct;
+        seen += step_n;
+      } else if (f.skipped) {
         std::string where = "this process had no samples in the step";
         if (s.n) {
           if (later) step.take_next();
@@ -364,6 +423,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                         format_count(kDivergenceFactor), loss_text(divergence.reference())));
       } else {
         skipped_in_a_row = 0;
+        overflows_in_a_row = 0;
         result.step_losses.push_back(l);
         loss_sum += l * static_cast<double>(step_n);
         correct_sum += correct;
@@ -372,11 +432,12 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (options.log_every > 0)
         log.add(options.log_every, options.on_log, l, correct, step_n, s.lr,
                 static_cast<double>(epoch) + static_cast<double>(s.b + 1) / batches, s.step + 1,
-                f.skipped, gate.check_gradients || gate.max_norm > 0.f ? f.grad_norm : -1);
+                f.skipped && !overflowed,
+                gate.check_gradients || gate.max_norm > 0.f ? f.grad_norm : -1, loss_scale);
       if (seen)
         bar.update(s.b + 1, loss_sum / static_cast<double>(seen),
                    correct_sum / static_cast<double>(seen),
-                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)));
+                   static_cast<double>(seen) / std::max(1e-9, seconds_since(start)), loss_scale);
     };
 
     for (; b < batches; ++b) {
@@ -490,7 +551,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       backend.synchronize();
       bar.finish({"stopped"}, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
       check_weights(fmt::format("when stopped in epoch {}", epoch + 1));
-      if (options.on_checkpoint) options.on_checkpoint(step, {epoch, b, global_step, true});
+      if (options.on_checkpoint) options.on_checkpoint(step, position(epoch, b, true, false));
       break;
     }
     backend.synchronize();
@@ -504,6 +565,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     e.images_per_second = static_cast<double>(seen) / std::max(1e-9, e.seconds);
     e.learning_rate = lr;
     e.skipped_steps = epoch_skipped;
+    e.loss_scale = loss_scale;
+    e.overflow_steps = epoch_overflows;
+    result.loss_scale = loss_scale;
     if (epoch_skipped)
       spdlog::warn("epoch {}: {} step{} skipped (not finite; on_nan: skip_step)", epoch + 1,
                    epoch_skipped, epoch_skipped == 1 ? "" : "s");
@@ -527,6 +591,12 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       fields.insert(fields.end(), {"test_loss " + format_loss(e.test_loss),
                                    "test_acc " + format_accuracy(e.test_accuracy)});
     fields.push_back("peak mem " + format_bytes(e.peak_memory_bytes));
+    if (scaling)
+      fields.push_back(fmt::format("loss scale {}{}", format_loss_scale(loss_scale),
+                                   epoch_overflows ? fmt::format(" ({} overflowed step{} skipped)",
+                                                                 epoch_overflows,
+                                                                 epoch_overflows == 1 ? "" : "s")
+                                                   : ""));
     bar.finish(fields, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);
@@ -540,7 +610,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (options.progress || next.stop) fmt::print("{}\n", m);
     const bool early = next.stop && epoch + 1 < config.train.epochs;
     if (options.on_checkpoint)
-      options.on_checkpoint(step, {epoch + 1, 0, global_step, result.stopped, early});
+      options.on_checkpoint(step, position(epoch + 1, 0, result.stopped, early));
     if (early) result.early_stopped = true;
     if (result.stopped || early) break;
   }

@@ -38,6 +38,11 @@ struct TrainPosition {
   uint64_t step = 0;
   bool stopping = false;  // on_checkpoint: the run stops here (TrainOptions::stop)
   bool last = false;      // on_checkpoint: early stopping ends the run after this epoch
+  // A loss-scaled run's dynamic loss scale and applied steps since it last changed
+  // (engine/loss_scaling.h): where it stands, or where a resumed run starts (0: the initial
+  // scale). 0 in a run without loss scaling.
+  double loss_scale = 0;
+  int64_t good_steps = 0;
 };
 
 struct TrainOptions {
@@ -65,6 +70,11 @@ struct TrainOptions {
   int data_workers = 0;
   // Evaluated after each epoch like the test split, when set (data.val_split).
   BatchSource* val = nullptr;
+  // Dynamic loss scaling (engine/loss_scaling.h): the loss gradient is multiplied by a scale that
+  // the device keeps and moves by GradScaler's rules, a step whose gradients overflow is skipped.
+  // Always on for an fp16 model; any other precision may ask for it too (it changes no result in
+  // fp32, where the scale is a power of two: the tests use that).
+  bool loss_scaling = false;
   // Data-parallel training: the run's processes (null or one: this process alone). Each process
   // takes its share of every step's batches (ShardedSource) and its own dropout masks; the
   // gradients are averaged over the step's samples before every update, so the processes keep
@@ -83,6 +93,10 @@ struct TrainResult {
   double first_step_seconds = 0;
   int64_t first_step_samples = 0;
   int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
+  // Loss scaling: the steps whose gradients overflowed at the scale of the time (not applied,
+  // the scale halved; their losses are in step_losses), and the scale at the end.
+  int64_t overflow_steps = 0;
+  double loss_scale = 0;
 };
 
 // What a step's gated update left for the host (TrainStep::read_step).
@@ -90,6 +104,8 @@ struct StepFigures {
   double loss = 0, correct = 0;  // this process's, or set_loss's
   bool skipped = false;          // the gate kept the update from applying
   double grad_norm = 0;          // the gradients' global L2 norm, where the gate computed it
+  double loss_scale = 1;         // the gate's loss scale after this step's update
+  int64_t good_steps = 0;        // and its applied steps since the scale last changed
 };
 
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
@@ -130,6 +146,9 @@ class TrainStep {
   // Makes the last step's loss on the device `loss` (a data-parallel run's), before update_gated.
   void set_loss(double loss);
   Tensor& gate() { return gate_; }  // kGateSize, kept from step to step
+  // From now on compute() multiplies the loss gradient by the gate's loss scale, which starts at
+  // `scale` with `good_steps` applied steps since it last changed (engine/loss_scaling.h).
+  void scale_loss(double scale, int64_t good_steps);
 
  private:
   Graph& graph_;
@@ -142,6 +161,7 @@ class TrainStep {
   Tensor metrics_;               // (2): the loss and the correct count, read with one download
   Tensor loss_value_, correct_;  // its two entries
   Tensor gate_;
+  bool scale_loss_ = false;
   std::shared_ptr<void> figures_host_;  // allocate_host memory for read_step
   Tensor next_input_, next_labels_;  // upload_next's buffers
 };

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "engine/communicator.h"
@@ -19,6 +20,7 @@
 #include "engine/error.h"
 #include "engine/file_check.h"
 #include "engine/graph.h"
+#include "engine/loss_scaling.h"
 #include "engine/progress.h"
 #include "engine/run_control.h"
 
@@ -129,6 +131,8 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stoppi
   meta.batch_size = batch_size_;
   meta.processes = world().size();
   meta.precision = precision_;
+  meta.loss_scale = at.loss_scale;
+  meta.good_steps = at.good_steps;
   for (const EpochStats& e : history_)
     if (e.epoch <= at.epoch) meta.history.push_back(e);
   if (best_epoch_) {
@@ -257,6 +261,14 @@ void check_position(const std::string& file, const CheckpointMeta& meta,
                                meta.step, meta.epoch, meta.epoch == 1 ? "" : "s", batches_per_epoch,
                                batches_per_epoch == 1 ? "" : "es", meta.batch,
                                meta.batch == 1 ? "" : "es", steps));
+  // fp16's loss scale: an fp32 number (0: none), and fewer applied steps since it last changed
+  // than the growth interval, at which it would have doubled and counted from 0 again.
+  if (!(meta.loss_scale <= std::numeric_limits<float>::max()))
+    refuse("loss_scale", fmt::format("is {}, beyond an fp32 number", meta.loss_scale));
+  const GateParams rules = loss_scaling_gate();
+  if (meta.good_steps < 0 || meta.good_steps >= rules.growth_interval)
+    refuse("good_steps", fmt::format("is {}, outside 0 to {}", meta.good_steps,
+                                     rules.growth_interval - 1));
 }
 
 CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
@@ -304,6 +316,8 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                     meta.epoch + 1));
   check_position(file, meta, batches_per_epoch);
   options.start = {meta.epoch, meta.batch, meta.step};
+  options.start.loss_scale = meta.loss_scale;  // fp16's, so that it goes on where it stood
+  options.start.good_steps = meta.good_steps;
   options.on_start = [file, meta](TrainStep& step) {
     // Another run may have written a new file under this name since it was checked.
     const CheckpointMeta now = restore_checkpoint(file, step.graph(), step.optimizer());

@@ -123,6 +123,7 @@ void TensorBoardWriter::epoch(const EpochStats& e) {
   }
   scalar("epoch/learning_rate", e.epoch, e.learning_rate);
   scalar("epoch/images_per_second", e.epoch, e.images_per_second);
+  if (e.loss_scale > 0) scalar("epoch/loss_scale", e.epoch, e.loss_scale);
 }
 
 void TensorBoardWriter::step(const LoggedStep& s) {
@@ -132,6 +133,7 @@ void TensorBoardWriter::step(const LoggedStep& s) {
   scalar("step/learning_rate", at, s.learning_rate);
   scalar("step/images_per_second", at, s.images_per_second);
   if (s.grad_norm >= 0) scalar("step/grad_norm", at, s.grad_norm);
+  if (s.loss_scale > 0) scalar("step/loss_scale", at, s.loss_scale);
 }
 
 }  // namespace tandem

@@ -22,7 +22,8 @@ class TensorBoardWriter {
   // ... (validation ones where the epoch has them).
   void epoch(const EpochStats& e);
   // A logged step's figures (--log-every): step/loss, step/accuracy, step/learning_rate,
-  // step/images_per_second, and step/grad_norm where the run computes it.
+  // step/images_per_second, step/grad_norm where the run computes it, and step/loss_scale (and
+  // epoch/loss_scale) where the run scales its loss (fp16).
   void step(const LoggedStep& s);
   const std::string& path() const { return path_; }
 

@@ -77,6 +77,9 @@ CheckpointMeta some_meta() {
   m.best_metric = "val_loss";
   m.best_value = 0.12345678901234567;
   m.best_epoch = 2;
+  m.precision = "fp16";
+  m.loss_scale = 32768;
+  m.good_steps = 1234;
   // Three epochs: a validation pass in the second only, a loss that blew up in the third, and
   // figures that only a shortest round-trip format writes back exactly.
   for (int64_t e = 1; e <= 3; ++e) {
@@ -154,6 +157,9 @@ TEST(Checkpoint, RoundTripRestoresEveryTensorAndMetadataField) {
   EXPECT_EQ(m.best_metric, want.best_metric);
   EXPECT_EQ(m.best_value, want.best_value);  // bit for bit
   EXPECT_EQ(m.best_epoch, want.best_epoch);
+  EXPECT_EQ(m.precision, want.precision);
+  EXPECT_EQ(m.loss_scale, want.loss_scale);
+  EXPECT_EQ(m.good_steps, want.good_steps);
   expect_same_epochs(m.history, want.history);
   EXPECT_EQ(m.version, TANDEM_VERSION);
   EXPECT_EQ(read_checkpoint_meta(path).step, want.step);

@@ -96,6 +96,23 @@ TEST(ProgressLine, DropsImagesPerSecondThenTheRunsEtaThenTheBarThenAccuracy) {
   EXPECT_EQ(at45, "  412/1,875 - ETA 2m 26s - loss 0.3141");
 }
 
+// fp16's loss scale is shown while there is room, and is the first field to go.
+TEST(ProgressLine, ShowsTheLossScaleWhereThereIsRoomAndDropsItFirst) {
+  ProgressFigures f = midway();
+  f.loss_scale = 65536;
+  const std::string wide = progress_line(f, 200);
+  EXPECT_NE(wide.find(" - 12,345 img/s - scale 65,536"), std::string::npos) << wide;
+  const std::string at100 = progress_line(f, 100);
+  EXPECT_EQ(at100.find("scale"), std::string::npos) << at100;
+  EXPECT_NE(at100.find("img/s"), std::string::npos) << at100;
+  for (int width = 20; width <= 160; ++width)
+    EXPECT_LE(static_cast<int>(progress_line(f, width).size()), width);
+  f.loss_scale = 0.5;
+  EXPECT_NE(progress_line(f, 200).find("scale 0.5"), std::string::npos);
+  f.final = true;  // the epoch's closing line gives the scale among its fields instead
+  EXPECT_EQ(progress_line(f, 200).find("scale"), std::string::npos);
+}
+
 TEST(ProgressLine, TheClosingLineGivesTheEpochsTrainingTime) {
   ProgressFigures f = midway();
   f.done = f.total;

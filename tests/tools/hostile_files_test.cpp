@@ -186,7 +186,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadPosition{"HistoryWithABrokenLine", "\\ncpu,", "\\ncpu,0,1\\ncpu,", "metadata 'history'"},
         BadPosition{"BatchSizeOfAnotherRun", "\"batch_size\":\"32\"", "\"batch_size\":\"31\"",
                     "was trained with batch size 31"},
-        BadPosition{"SeedOfAnotherRun", "\"seed\":\"", "\"seed\":\"1", "was trained with seed 1"}),
+        BadPosition{"SeedOfAnotherRun", "\"seed\":\"", "\"seed\":\"1", "was trained with seed 1"},
+        BadPosition{"LossScaleBeyondFp32", "\"loss_scale\":\"0\"", "\"loss_scale\":\"1e39\"",
+                    "metadata 'loss_scale' is 1e+39, beyond an fp32 number"},
+        BadPosition{"GoodStepsPastTheGrowthInterval", "\"good_steps\":\"0\"",
+                    "\"good_steps\":\"2000\"", "metadata 'good_steps' is 2000, outside 0 to 1999"}),
     [](const ::testing::TestParamInfo<BadPosition>& info) { return std::string(info.param.name); });
 
 // --- Writers ----------------------------------------------------------------------------------

@@ -122,6 +122,36 @@ TEST(TensorBoard, ATrainingRunsEventsReadBackWithTheirCrcsAndScalars) {
   EXPECT_EQ(steps, 4);
 }
 
+// A run that scales its loss (fp16) logs the scale per epoch and per logged step; others do not.
+TEST(TensorBoard, TheLossScaleIsLoggedWhereThereIsOne) {
+  if (!tensorboard_available()) GTEST_SKIP() << "this build has no TensorBoard output";
+  std::string why;
+  if (!python_reader_present(&why)) GTEST_SKIP() << why;
+  const std::string dir = fresh_dir("tb_scale");
+  {
+    TensorBoardWriter w(dir, "gpu");
+    EpochStats e;
+    e.epoch = 1;
+    e.loss_scale = 32768;
+    w.epoch(e);
+    e.epoch = 2;
+    e.loss_scale = 0;  // none
+    w.epoch(e);
+    LoggedStep s;
+    s.step = 10;
+    s.loss_scale = 65536;
+    w.step(s);
+  }
+  const CliResult read = read_back(the_event_file(dir + "/gpu"));
+  ASSERT_EQ(read.status, 0) << read.out;
+  const Scalars s = parse(read.out);
+  ASSERT_EQ(s.values.count("epoch/loss_scale"), 1u) << read.out;
+  EXPECT_EQ(s.values.at("epoch/loss_scale").size(), 1u) << read.out;
+  EXPECT_EQ(s.values.at("epoch/loss_scale").at(1), 32768);
+  ASSERT_EQ(s.values.count("step/loss_scale"), 1u) << read.out;
+  EXPECT_EQ(s.values.at("step/loss_scale").at(10), 65536);
+}
+
 TEST(TensorBoard, TheReaderRefusesADamagedRecord) {
   if (!tensorboard_available()) GTEST_SKIP() << "this build has no TensorBoard output";
   std::string why;
