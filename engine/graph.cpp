@@ -172,15 +172,27 @@ std::vector<float> Graph::initial_values(const Param& p, uint64_t seed, uint64_t
   return v;
 }
 
+namespace {
+
+// What to train in instead where a backend has no kernels for a 16-bit precision.
+std::string precision_hint(Precision p, bool cpu) {
+  if (cpu)
+    return p == Precision::kF16
+               ? "use --precision bf16 or fp32 on the CPU, or fp16 on a GPU (--device gpu)"
+               : "use --precision fp32 here, or bf16 on a GPU (--device gpu)";
+  return p == Precision::kBF16 ? "use --precision fp16 or fp32 on this GPU (trainer devices "
+                                 "says which precisions it runs natively)"
+                               : "use --precision fp32 on this GPU";
+}
+
+}  // namespace
+
 void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   max_batch_ = max_batch;
   if (std::string why; !backend.supports_dtype(activation_dtype(precision_), &why))
     throw DeviceError("precision " + std::string(precision_name(precision_)) + " on " +
                           backend.name() + ": " + why,
-                      backend.name() == "cpu"
-                          ? "use --precision fp32"
-                          : "use --precision fp32 or tf32 there, or bf16 on a CPU with "
-                            "AVX512-BF16 (trainer devices says whether this one has it)");
+                      precision_hint(precision_, backend.name() == "cpu"));
   int64_t packed = 0;
   for (Param* p : params()) packed += packed_numel(p->shape);
   Tensor values(backend, Shape{packed}), grads(backend, Shape{packed});

@@ -143,6 +143,9 @@ TEST(MixedPrecisionRun, Fp16OnTheCpuIsRefusedWithTheFix) {
                        "precision (use bf16)"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("hint: use --precision bf16 or fp32 on the CPU, or fp16 on a GPU"),
+            std::string::npos)
+      << r.out;
 }
 
 // oneDNN's DNNL_MAX_CPU_ISA stands in for a CPU without AVX512-BF16.
