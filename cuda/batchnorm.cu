@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 
 #include "cuda/channel_sum.cuh"
 #include "cuda/cuda_backend_impl.h"
@@ -144,6 +145,12 @@ void CudaBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tenso
                                              Tensor& running_mean, Tensor& running_var,
                                              const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, float momentum, float eps) {
+  if (!plain_f32({&y, &x})) {  // statistics and normalization in fp32, on plain stand-ins
+    StandIn sy(*this, y, false, true), sx(*this, x, true, false);
+    batchnorm_forward_training(sy.get(), save_mean, save_inv_std, running_mean, running_var,
+                               sx.get(), gamma, beta, momentum, eps);
+    return sy.finish();
+  }
   const Geometry g = geometry(x, gamma, "batchnorm_forward_training",
                               {&beta, &save_mean, &save_inv_std, &running_mean, &running_var});
   expect_numel(y, x.numel(), "batchnorm output");
@@ -172,6 +179,11 @@ void CudaBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tenso
 void CudaBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, float eps) {
+  if (!plain_f32({&y, &x})) {
+    StandIn sy(*this, y, false, true), sx(*this, x, true, false);
+    batchnorm_forward_inference(sy.get(), sx.get(), gamma, beta, running_mean, running_var, eps);
+    return sy.finish();
+  }
   const Geometry g = geometry(x, gamma, "batchnorm_forward_inference",
                               {&beta, &running_mean, &running_var});
   expect_numel(y, x.numel(), "batchnorm output");
@@ -185,6 +197,15 @@ void CudaBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const 
 void CudaBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                                      const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                      const Tensor& save_inv_std) {
+  if (!plain_f32({&dy, &x}) || (dx && !dx->is_f32_plain())) {
+    StandIn sdy(*this, dy, true, false), sx(*this, x, true, false);
+    std::optional<StandIn> sdx;
+    if (dx) sdx.emplace(*this, *dx, false, true);
+    batchnorm_backward(dx ? &sdx->get() : nullptr, dgamma, dbeta, sdy.get(), sx.get(), gamma,
+                       save_mean, save_inv_std);
+    if (sdx) sdx->finish();
+    return;
+  }
   const Geometry g = geometry(x, gamma, "batchnorm_backward",
                               {&dgamma, &dbeta, &save_mean, &save_inv_std});
   expect_numel(dy, x.numel(), "batchnorm output gradient");

@@ -1,4 +1,11 @@
-// Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per shape).
+// Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per
+// shape).
+//
+// 16 bits: where x or y (dy or dx backward; dy or x for the weight gradient) is bf16 or fp16, the
+// convolution computes in that type with fp32 accumulation, on NHWC tensors and a (K,R,S,C)
+// filter of that type rounded from the fp32 weights on every call (the weights change every
+// step; the copy is small). An operand in another form (the model's fp32 input, the fp32
+// weights) goes through a stand-in (StandIn) of the compute form, as autocast casts it.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -62,7 +69,14 @@ cudnnMathType_t to_cudnn(ConvMath m) { return static_cast<cudnnMathType_t>(stati
                         (o.deterministic ? " among the deterministic ones" : ""),
                     "raise the GPU workspace limit" +
                         std::string(o.deterministic ? " or turn deterministic off" : "") +
+                        (is_16bit(e.dtype) ? ", use --precision fp32" : "") +
                         ", or use --device cpu");
+}
+
+// Whether the entry's passes may use tensor-op math (conv_algo.h): TF32 for fp32 data when the
+// options allow it, always for bf16 and fp16 data.
+bool tensor_ops(const CudaBackend& be, const ConvEntry& e) {
+  return conv_tensor_ops(be.options().tf32, is_16bit(e.dtype));
 }
 
 // The best-ranked of cuDNN's results (`got` of `perf`) that the options allow
@@ -73,27 +87,30 @@ template <typename Perf, typename Query>
 auto pick(const CudaBackend& be, const ConvEntry& e, const char* pass, const std::vector<Perf>& perf,
           int got, Query workspace_of, cudnnMathType_t* math, size_t* ws) {
   const BackendOptions& o = be.options();
+  const bool ops = tensor_ops(be, e);
   std::vector<ConvCandidate> ranked(static_cast<size_t>(got));
   for (int i = 0; i < got; ++i) {
     ConvCandidate& c = ranked[i];
     c.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
     c.math = static_cast<ConvMath>(static_cast<int>(perf[i].mathType));
     c.ok = perf[i].status == CUDNN_STATUS_SUCCESS &&
-           cudnnSetConvolutionMathType(e.conv, to_cudnn(conv_run_math(c.math, o.tf32))) ==
+           cudnnSetConvolutionMathType(e.conv, to_cudnn(conv_run_math(c.math, ops))) ==
                CUDNN_STATUS_SUCCESS &&
            workspace_of(perf[i].algo, &c.workspace) == CUDNN_STATUS_SUCCESS;
   }
-  const int best = choose_conv_candidate(ranked, o.deterministic, o.tf32, o.workspace_bytes);
+  const int best = choose_conv_candidate(ranked, o.deterministic, ops, o.workspace_bytes);
   if (best < 0) no_algorithm(pass, e, o);
-  *math = to_cudnn(conv_run_math(ranked[best].math, o.tf32));
+  *math = to_cudnn(conv_run_math(ranked[best].math, ops));
   *ws = ranked[best].workspace;
   return perf[best].algo;
 }
 
-// The descriptor's math type for cuDNN's ranking: the pass run before may have left its own.
+// The descriptor's math type for cuDNN's ranking (conv_entry's): the pass run before may have
+// left its own. 16-bit data: TENSOR_OP_MATH, so that the ranking offers tensor-core kernels.
 void rank_with_base_math(const CudaBackend& be, const ConvEntry& e) {
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, be.options().tf32 ? CUDNN_DEFAULT_MATH
-                                                                    : CUDNN_FMA_MATH));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, is_16bit(e.dtype)   ? CUDNN_TENSOR_OP_MATH
+                                                  : be.options().tf32 ? CUDNN_DEFAULT_MATH
+                                                                      : CUDNN_FMA_MATH));
 }
 
 // The largest workspace, within the limit, that any of the pass's `count` algorithms asks for
@@ -208,64 +225,117 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void*
   e.has_bwd_filter = true;
 }
 
+// The compute form of a convolution whose activations are a and b (x and y forward, dy and dx
+// backward data, dy and x for the weight gradient): the first one's 16-bit dtype, else the
+// second's, in NHWC; else fp32 NCHW.
+struct ConvForm {
+  DType dtype;
+  Layout layout;
+};
+ConvForm conv_form(const Tensor& a, const Tensor& b) {
+  const DType d = is_16bit(a.dtype()) ? a.dtype() : is_16bit(b.dtype()) ? b.dtype() : DType::kF32;
+  return {d, is_16bit(d) ? Layout::kChannelsLast : Layout::kPlain};
+}
+
+// ", BF16 data, tensor-op math": the placement's note of a 16-bit pass run with `math`.
+std::string math_16bit(const ConvEntry& e, cudnnMathType_t math) {
+  const char* kind = math == CUDNN_TENSOR_OP_MATH || math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                         ? "tensor-op"
+                     : math == CUDNN_FMA_MATH ? "FMA"
+                                              : "default";
+  return std::string(e.dtype == DType::kBF16 ? ", BF16" : ", FP16") + " " + kind +
+         " math (fp32 accumulation)";
+}
+
 }  // namespace
 
 std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e,
                                         const std::string& algo, bool timed,
                                         size_t workspace) const {
+  const cudnnMathType_t math = std::string(pass) == "fwd"        ? e.fwd_math
+                               : std::string(pass) == "bwd_data" ? e.bwd_data_math
+                                                                 : e.bwd_filter_math;
   return "conv2d " + std::string(pass) + " " + e.shape + " -> cuDNN " + algo +
-         (timed ? " (timed)" : " (heuristic)") + ", workspace " +
-         format_bytes(workspace) + (options_.tf32 ? ", TF32" : ", FP32") +
+         (timed ? " (timed)" : " (heuristic)") + ", workspace " + format_bytes(workspace) +
+         (is_16bit(e.dtype) ? math_16bit(e, math)
+          : options_.tf32   ? ", TF32"
+                            : ", FP32") +
          (options_.deterministic ? ", deterministic" : "");
 }
 
 // x (N,C,H,W), w (K,C,R,S), b (K) or null -> y (N,K,P,Q).
 void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                                  const Conv2dParams& p) {
-  ConvEntry& e = conv_entry(x, w, y, p);
-  if (!e.has_fwd) choose_fwd(*this, e, x.data(), w.data(), y.data());
+  const ConvForm f = conv_form(x, y);
+  ConvEntry& e = conv_entry(x, w, y, p, f.dtype);
+  if (b) expect_numel(*b, w.dim(0), "conv2d bias");
+  // In fp32 (every tensor fp32 plain) each stand-in is its tensor: no copy.
+  StandIn sx(*this, x, f.dtype, f.layout, true, false),
+      sw(*this, w, f.dtype, f.layout, true, false), sy(*this, y, f.dtype, f.layout, false, true);
+  if (!e.has_fwd) choose_fwd(*this, e, sx.get().raw(), sw.get().raw(), sy.get().raw());
   if (tracing())
     placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_timed, e.fwd_ws));
   void* ws = workspace(e.fwd_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.fwd_math));  // one descriptor, three passes
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, x.data(), e.w, w.data(), e.conv, e.fwd, ws,
-                                      e.fwd_ws, &zero, e.y, y.data()));
-  if (b) {
-    expect_numel(*b, w.dim(0), "conv2d bias");
-    CUDNN_CHECK(cudnnAddTensor(cudnn_, &one, e.bias, b->data(), &one, e.y, y.data()));
+  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, sx.get().raw(), e.w, sw.get().raw(),
+                                      e.conv, e.fwd, ws, e.fwd_ws, &zero, e.y, sy.get().raw()));
+  if (!is_16bit(f.dtype)) {
+    if (b) CUDNN_CHECK(cudnnAddTensor(cudnn_, &one, e.bias, b->data(), &one, e.y, sy.get().raw()));
+    return sy.finish();
   }
+  // 16 bits: the fp32 bias is added to y itself (whatever its form) by bias_add's 16-bit kernel
+  // (fp32 arithmetic) rather than by cudnnAddTensor across two dtypes: a second rounding of y, as
+  // PyTorch's cuDNN convolutions add their bias to their 16-bit output too.
+  sy.finish();
+  if (b) bias_add(y, *b);
 }
 
 // dx (N,C,H,W) from dy (N,K,P,Q) and w (K,C,R,S).
 void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
                                        const Conv2dParams& p) {
-  ConvEntry& e = conv_entry(dx, w, dy, p);
-  if (!e.has_bwd_data) choose_bwd_data(*this, e, w.data(), dy.data(), dx.data());
+  const ConvForm f = conv_form(dy, dx);
+  ConvEntry& e = conv_entry(dx, w, dy, p, f.dtype);
+  StandIn sdy(*this, dy, f.dtype, f.layout, true, false),
+      sw(*this, w, f.dtype, f.layout, true, false), sdx(*this, dx, f.dtype, f.layout, false, true);
+  if (!e.has_bwd_data) choose_bwd_data(*this, e, sw.get().raw(), sdy.get().raw(), sdx.get().raw());
   if (tracing())
     placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_timed,
                           e.bwd_data_ws));
   void* ws = workspace(e.bwd_data_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_data_math));
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, w.data(), e.y, dy.data(), e.conv,
-                                           e.bwd_data, ws, e.bwd_data_ws, &zero, e.x, dx.data()));
+  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, sw.get().raw(), e.y, sdy.get().raw(),
+                                           e.conv, e.bwd_data, ws, e.bwd_data_ws, &zero, e.x,
+                                           sdx.get().raw()));
+  sdx.finish();
 }
 
 // dw (K,C,R,S) from dy (N,K,P,Q) and x (N,C,H,W); overwrites dw.
+//
+// 16 bits: cuDNN's convolution API takes the filter gradient only in the type of x and dy (its
+// PSEUDO_HALF / PSEUDO_BFLOAT16 configurations), so dw is computed, with fp32 accumulation, into
+// a 16-bit (K,R,S,C) stand-in and converted into the fp32 dw: rounded to 16 bits once, as
+// PyTorch's autocast convolutions also return their weight gradient in 16 bits.
 void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
                                          const Conv2dParams& p) {
-  ConvEntry& e = conv_entry(x, dw, dy, p);
-  if (!e.has_bwd_filter) choose_bwd_filter(*this, e, x.data(), dy.data(), dw.data());
+  const ConvForm f = conv_form(dy, x);
+  ConvEntry& e = conv_entry(x, dw, dy, p, f.dtype);
+  StandIn sx(*this, x, f.dtype, f.layout, true, false),
+      sdy(*this, dy, f.dtype, f.layout, true, false),
+      sdw(*this, dw, f.dtype, f.layout, false, true);
+  if (!e.has_bwd_filter)
+    choose_bwd_filter(*this, e, sx.get().raw(), sdy.get().raw(), sdw.get().raw());
   if (tracing())
     placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter),
                           e.bwd_filter_timed, e.bwd_filter_ws));
   void* ws = workspace(e.bwd_filter_ws);
   CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_filter_math));
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, x.data(), e.y, dy.data(), e.conv,
-                                             e.bwd_filter, ws, e.bwd_filter_ws, &zero, e.w,
-                                             dw.data()));
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, sx.get().raw(), e.y,
+                                             sdy.get().raw(), e.conv, e.bwd_filter, ws,
+                                             e.bwd_filter_ws, &zero, e.w, sdw.get().raw()));
+  sdw.finish();
 }
 
 }  // namespace tandem

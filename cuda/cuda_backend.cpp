@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/dtype_support.h"
 #include "cuda/nccl_sums.h"
 #include "engine/backend_registry.h"
 
@@ -91,15 +92,25 @@ PoolEntry::~PoolEntry() {
 }
 
 namespace {
-void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t) {
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                         static_cast<int>(t.dim(0)), static_cast<int>(t.dim(1)),
-                                         static_cast<int>(t.dim(2)), static_cast<int>(t.dim(3))));
+// A 4-D descriptor of t's logical (N,C,H,W) dims, stored in `format` (NCHW, or NHWC).
+void set_4d(cudnnTensorDescriptor_t d, const Tensor& t,
+            cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW,
+            cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, format, type, static_cast<int>(t.dim(0)),
+                                         static_cast<int>(t.dim(1)), static_cast<int>(t.dim(2)),
+                                         static_cast<int>(t.dim(3))));
+}
+void set_nchw(cudnnTensorDescriptor_t d, const Tensor& t) { set_4d(d, t); }
+
+cudnnDataType_t cudnn_type(DType d) {
+  return d == DType::kBF16  ? CUDNN_DATA_BFLOAT16
+         : d == DType::kF16 ? CUDNN_DATA_HALF
+                            : CUDNN_DATA_FLOAT;
 }
 }  // namespace
 
 ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tensor& y,
-                                   const Conv2dParams& p) {
+                                   const Conv2dParams& p, DType dtype) {
   TANDEM_CHECK(x.shape().rank() == 4 && w.shape().rank() == 4 && y.shape().rank() == 4,
                "conv2d tensors must be 4-D");
   TANDEM_CHECK(x.dim(1) == w.dim(1), "conv2d channels of x " + x.shape().str() + " and w " +
@@ -108,8 +119,13 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
                  conv_out_size(x.dim(2), static_cast<int>(w.dim(2)), p.stride_h, p.pad_h, p.dilation_h),
                  conv_out_size(x.dim(3), static_cast<int>(w.dim(3)), p.stride_w, p.pad_w, p.dilation_w)};
   expect_shape(y, expected, "conv2d output");
-  ConvKey key{x.dim(0), x.dim(1), x.dim(2), x.dim(3), w.dim(0), w.dim(1), w.dim(2), w.dim(3),
-              p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w};
+  TANDEM_CHECK(dtype != DType::kI32, "conv2d computes in fp32, bf16 or fp16");
+  const bool low = is_16bit(dtype);
+  const Layout layout = low ? Layout::kChannelsLast : Layout::kPlain;
+  const int64_t dt = static_cast<int64_t>(dtype), order = static_cast<int64_t>(layout);
+  ConvKey key{x.dim(0),     x.dim(1),     x.dim(2),   x.dim(3),   w.dim(0), w.dim(1),
+              w.dim(2),     w.dim(3),     p.stride_h, p.stride_w, p.pad_h,  p.pad_w,
+              p.dilation_h, p.dilation_w, dt,         order};
   auto it = conv_cache_.find(key);
   if (it != conv_cache_.end()) return *it->second;
 
@@ -119,18 +135,27 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->bias));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&e->conv));
-  set_nchw(e->x, x);
-  set_nchw(e->y, y);
+  e->dtype = dtype;
+  // 16 bits: NHWC data and a (K,R,S,C) filter (NHWC's filter order), cuDNN's layout for tensor
+  // cores; the dims are the logical (N,C,H,W) and (K,C,R,S) either way.
+  const cudnnTensorFormat_t format = low ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  set_4d(e->x, x, format, cudnn_type(dtype));
+  set_4d(e->y, y, format, cudnn_type(dtype));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(e->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                          static_cast<int>(w.dim(0)), 1, 1));
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(e->w, cudnn_type(dtype), format,
                                          static_cast<int>(w.dim(0)), static_cast<int>(w.dim(1)),
                                          static_cast<int>(w.dim(2)), static_cast<int>(w.dim(3))));
+  // Compute type FLOAT for every dtype: 16-bit products accumulate in fp32 (cuDNN's
+  // PSEUDO_HALF and PSEUDO_BFLOAT16 configurations), as autocast's convolutions do.
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(e->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                                               p.dilation_h, p.dilation_w, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT));
   // FMA_MATH forbids TF32 tensor cores; DEFAULT_MATH lets cuDNN use them for fp32 (Ampere+).
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv, options_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+  // 16-bit data: TENSOR_OP_MATH, its tensor cores (not TF32; conv.cu sets each pass's own).
+  CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv, low             ? CUDNN_TENSOR_OP_MATH
+                                                   : options_.tf32 ? CUDNN_DEFAULT_MATH
+                                                                   : CUDNN_FMA_MATH));
   int n, c, h, wd;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &n, &c, &h, &wd));
   TANDEM_CHECK(n == y.dim(0) && c == y.dim(1) && h == y.dim(2) && wd == y.dim(3),
@@ -140,6 +165,7 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
                          p.stride_h, p.stride_w, p.pad_h, p.pad_w);
   if (p.dilation_h != 1 || p.dilation_w != 1)
     e->shape += fmt::format(" dil {}x{}", p.dilation_h, p.dilation_w);
+  if (low) e->shape += fmt::format(" {} nhwc", dtype_name(dtype));
   ConvEntry& ref = *e;
   conv_order_.push_back(&ref);
   conv_cache_.emplace(key, std::move(e));
@@ -210,8 +236,13 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-    CUBLAS_CHECK(cublasSetMathMode(cublas_, options_.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                          : CUBLAS_DEFAULT_MATH));
+    // DISALLOW_REDUCED_PRECISION_REDUCTION: a 16-bit product (cublasGemmEx) that cuBLAS splits
+    // along K adds its parts in fp32, not in the 16-bit output type, so it is rounded once, as
+    // the CPU's and the tests' reference; sgemm has no such reduction and is unchanged by it.
+    CUBLAS_CHECK(cublasSetMathMode(
+        cublas_, static_cast<cublasMath_t>(
+                     (options_.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                     CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     CUDA_CHECK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&later_done_, cudaEventDisableTiming));
     CUDA_CHECK_ALLOC(cudaMalloc(&device_flag_, 4 * sizeof(unsigned long long)), 32);
@@ -283,14 +314,34 @@ InfoRows CudaBackend::info() const {
                                   std::to_string(CUBLAS_VER_PATCH) + ")");
   rows.emplace_back("Math", std::string(options_.tf32 ? "TF32 tensor cores" : "FP32 (TF32 off)") +
                                 (options_.deterministic ? ", deterministic" : ""));
+  // As the CPU's "bf16" row: whether precision: bf16 / fp16 runs here, on what.
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    std::string why;
+    rows.emplace_back(dtype_name(d), supports_dtype(d, &why)
+                                         ? std::string("native (precision: ") + dtype_name(d) +
+                                               " runs cuDNN and cuBLAS on " + dtype_name(d) +
+                                               " tensor cores, fp32 accumulation)"
+                                         : "no (" + why + ")");
+  }
   rows.emplace_back("Conv workspace limit", format_bytes(options_.workspace_bytes));
   return rows;
+}
+
+bool CudaBackend::supports_dtype(DType d, std::string* why_not) const {
+  const std::string why = dtype_unsupported_reason(d, prop_.name, prop_.major, prop_.minor);
+  if (why_not) *why_not = why;
+  return why.empty();
 }
 
 std::vector<std::string> CudaBackend::placement_log() const {
   std::vector<std::string> lines;
   std::string math = options_.tf32 ? "TF32" : "FP32";
   for (const ConvEntry* e : conv_order_) {
+    // 16-bit entries: their dtype's tensor-op math (fp32 accumulation), whatever the tf32 option.
+    const std::string entry_math = is_16bit(e->dtype)
+                                       ? fmt::format("{} tensor-op math, fp32 accumulation",
+                                                     e->dtype == DType::kBF16 ? "BF16" : "FP16")
+                                       : math;
     std::string s = "conv2d " + e->shape + ": cuDNN";
     auto pass = [&](const char* name, const std::string& algo, bool timed, size_t ws) {
       s += std::string(name) + algo + (timed ? " (timed" : " (heuristic") + ", workspace " +
@@ -302,12 +353,23 @@ std::vector<std::string> CudaBackend::placement_log() const {
     if (e->has_bwd_filter)
       pass(", bwd_filter ", conv_bwd_filter_algo_name(e->bwd_filter), e->bwd_filter_timed,
            e->bwd_filter_ws);
-    lines.push_back(s + ", " + math + (options_.deterministic ? ", deterministic" : ""));
+    lines.push_back(s + ", " + entry_math + (options_.deterministic ? ", deterministic" : ""));
   }
   lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));
+  if (is_16bit(gemm16_))
+    lines.push_back(fmt::format(
+        "gemm with {} operands: cuBLAS GemmEx ({} tensor-op math, "
+        "CUBLAS_COMPUTE_32F; fp32 operands rounded to {} first)",
+        dtype_name(gemm16_), gemm16_ == DType::kBF16 ? "BF16" : "FP16", dtype_name(gemm16_)));
   lines.push_back("pool2d: cuDNN pooling forward; backward: tandem kernels (max: first maximum)");
   lines.push_back("activations, bias, dropout, losses, optimizers: tandem CUDA kernels "
                   "(fixed-order reductions)");
+  if (is_16bit(gemm16_) || std::any_of(conv_order_.begin(), conv_order_.end(),
+                                       [](const ConvEntry* e) { return is_16bit(e->dtype); }))
+    lines.push_back(
+        "16-bit tensors: activations, add and bias in 16-bit kernels (fp32 "
+        "arithmetic, rounded once); pooling, batch normalization, dropout and the "
+        "losses in fp32 on converted copies");
   return lines;
 }
 
@@ -467,6 +529,10 @@ void CudaBackend::wait_downloads() {
 
 void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   expect_numel(dst, src.numel(), "copy destination");
+  // One dtype in one memory order (a channels-last tensor under the same 4-D shape): the bytes.
+  const bool same_form = dst.dtype() == src.dtype() && dst.layout() == src.layout() &&
+                         (dst.layout() == Layout::kPlain || dst.shape() == src.shape());
+  if (!same_form) return cuda16::convert(*this, dst, src);
   if (dst.data() == src.data() || dst.bytes() == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }
@@ -475,11 +541,36 @@ void CudaBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, 
                                int64_t cols) {
   const ColumnCopy g = check_copy_columns(dst, dst_col, src, src_col, cols);
   if (cols == 0 || g.rows == 0) return;
-  constexpr size_t f = sizeof(float);
-  CUDA_CHECK(cudaMemcpy2DAsync(dst.data() + dst_col, static_cast<size_t>(g.dst_row) * f,
-                               src.data() + src_col, static_cast<size_t>(g.src_row) * f,
-                               static_cast<size_t>(cols) * f, static_cast<size_t>(g.rows),
-                               cudaMemcpyDeviceToDevice, stream_));
+  // Rows of plain tensors of one dtype are contiguous runs of bytes; any other pair (a
+  // channels-last tensor's logical rows are scattered) goes through fp32 plain stand-ins.
+  if (dst.dtype() != src.dtype() || dst.layout() != Layout::kPlain ||
+      src.layout() != Layout::kPlain) {
+    StandIn sd(*this, dst, true, true), ss(*this, src, true, false);
+    copy_columns(sd.get(), dst_col, ss.get(), src_col, cols);
+    return sd.finish();
+  }
+  const size_t f = dtype_size(dst.dtype());
+  CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(dst.raw()) + dst_col * f,
+                               static_cast<size_t>(g.dst_row) * f,
+                               static_cast<const char*>(src.raw()) + src_col * f,
+                               static_cast<size_t>(g.src_row) * f, static_cast<size_t>(cols) * f,
+                               static_cast<size_t>(g.rows), cudaMemcpyDeviceToDevice, stream_));
+}
+
+StandIn::StandIn(CudaBackend& backend, const Tensor& t, DType d, Layout l, bool read, bool write)
+    : backend_(backend), original_(t), write_(write) {
+  if (t.shape().rank() != 4) l = Layout::kPlain;  // channels-last is a 4-D order
+  staged_ = t.dtype() != d || t.layout() != l;
+  if (!staged_) {
+    stand_in_ = t;
+    return;
+  }
+  stand_in_ = Tensor(backend, t.shape(), d, l);
+  if (read) backend.copy(stand_in_, t);
+}
+
+void StandIn::finish() {
+  if (staged_ && write_) backend_.copy(original_, stand_in_);
 }
 
 void CudaBackend::synchronize() {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,7 +47,9 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
   BlockCache cache_;
 };
 
-// Descriptors and algorithms of one convolution shape and parameter set (chosen once).
+// Descriptors and algorithms of one convolution shape, parameter set and compute dtype (chosen
+// once). fp32 convolutions take NCHW tensors; bf16 and fp16 ones NHWC tensors and a (K,R,S,C)
+// filter of their dtype, with fp32 accumulation (the descriptor's compute type FLOAT).
 struct ConvEntry {
   ConvEntry() = default;
   ConvEntry(const ConvEntry&) = delete;
@@ -55,7 +58,9 @@ struct ConvEntry {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  std::string shape;  // "x[64, 1, 28, 28] w[20, 1, 5, 5] stride 1x1 pad 0x0 dil 1x1"
+  DType dtype = DType::kF32;  // of x, w and y as cuDNN sees them (kBF16, kF16: NHWC)
+  // "x[64, 1, 28, 28] w[20, 1, 5, 5] stride 1x1 pad 0x0 dil 1x1", then " bf16 nhwc" in 16 bits
+  std::string shape;
   bool has_fwd = false, has_bwd_data = false, has_bwd_filter = false;
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
@@ -77,7 +82,7 @@ struct PoolEntry {
   cudnnPoolingDescriptor_t pool = nullptr;
 };
 
-using ConvKey = std::array<int64_t, 14>;
+using ConvKey = std::array<int64_t, 16>;  // shapes, parameters, compute dtype and layout
 using PoolKey = std::array<int64_t, 12>;
 
 class CudaBackend : public Backend {
@@ -88,6 +93,8 @@ class CudaBackend : public Backend {
   std::string name() const override { return "gpu"; }
   InfoRows info() const override;
   std::vector<std::string> placement_log() const override;
+  // bf16 from compute capability 8.0 (Ampere), fp16 from 7.0 (Volta): where their tensor cores are.
+  bool supports_dtype(DType d, std::string* why_not) const override;
 
   std::shared_ptr<void> allocate(size_t bytes) override;
   std::shared_ptr<void> allocate_host(size_t bytes) override;
@@ -171,8 +178,11 @@ class CudaBackend : public Backend {
   const BackendOptions& options() const { return options_; }
   // The convolution workspace, grown (never shrunk) to at least `bytes`.
   void* workspace(size_t bytes);
-  // The cached descriptors of one convolution shape (algorithms are chosen by conv.cu).
-  ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p);
+  // The cached descriptors of one convolution shape computed in `dtype` (algorithms are chosen by
+  // conv.cu): NCHW fp32, or NHWC bf16 / fp16 (the tensors' own layouts do not matter here: the
+  // convolution reads stand-ins of that form).
+  ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
+                        DType dtype = DType::kF32);
   // The --log-placement line of one pass of a convolution.
   std::string conv_placement(const char* pass, const ConvEntry& e, const std::string& algo,
                              bool timed, size_t workspace) const;
@@ -225,10 +235,71 @@ class CudaBackend : public Backend {
   int64_t later_label_classes_ = 0;          // > 0: its label word ([2]) is still to be checked
   std::atomic<bool> warned_pageable_{false};  // allocate_host fell back to pageable memory once
   int64_t label_classes_ = 0;  // > 0: a label check is queued, for a model of this many classes
+  DType gemm16_ = DType::kF32;  // the dtype of the last 16-bit product, for placement_log()
   std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;
   std::vector<const ConvEntry*> conv_order_;  // insertion order, for placement_log()
   std::map<PoolKey, std::unique_ptr<PoolEntry>> pool_cache_;
 };
+
+// --- 16-bit and channels-last tensors ---
+//
+// In a 16-bit run (engine/precision.h) activations are bf16 or fp16, 4-D ones channels-last, and
+// every op takes any mix of those with fp32 plain tensors. Elementwise ops have 16-bit kernels
+// (cuda/mixed_precision.cu: load as fp32, compute in fp32, round once to nearest even);
+// convolutions and matrix products run in cuDNN and cuBLAS in 16 bits with fp32 accumulation;
+// the rest compute in fp32 on stand-ins (below), as the recipe has them.
+
+// Whether every tensor given is fp32 in plain order: the form the fp32 kernels take.
+inline bool plain_f32(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (!t->is_f32_plain()) return false;
+  return true;
+}
+
+// A stand-in for tensor t in dtype `d` and memory order `l` (plain for a tensor that is not 4-D),
+// for an op whose kernel or library call takes only that form: t itself when it has that form;
+// otherwise a tensor of the backend (device memory from its pool), filled from t by copy() when
+// `read`, and copied back into t by finish() when `write`. The default form, fp32 plain, is the
+// CPU's F32Stage: the ops without a 16-bit kernel (pooling, batch normalization, dropout, the
+// losses) run their fp32 kernel on such stand-ins. Stream order makes the pool's reuse of the
+// memory after the stand-in goes safe.
+class StandIn {
+ public:
+  StandIn(CudaBackend& backend, const Tensor& t, bool read, bool write)
+      : StandIn(backend, t, DType::kF32, Layout::kPlain, read, write) {}
+  StandIn(CudaBackend& backend, const Tensor& t, DType d, Layout l, bool read, bool write);
+  StandIn(const StandIn&) = delete;
+  StandIn& operator=(const StandIn&) = delete;
+  Tensor& get() { return stand_in_; }
+  // After the op: copies the stand-in back into the tensor (when it is one, and `write`).
+  void finish();
+
+ private:
+  CudaBackend& backend_;
+  Tensor original_, stand_in_;
+  bool staged_, write_;
+};
+
+// The 16-bit kernels (cuda/mixed_precision.cu). The bool ones return false, having queued
+// nothing, when the tensors are not of the form they take; the caller then uses stand-ins.
+namespace cuda16 {
+// dst = src in another dtype or memory order, element for element in logical order (copy()).
+void convert(CudaBackend& b, Tensor& dst, const Tensor& src);
+void fill(CudaBackend& b, Tensor& t, float value);  // t bf16 or fp16
+// Queues the count of t's (bf16 or fp16) non-finite entries, added to *counter.
+void count_nonfinite(CudaBackend& b, unsigned long long* counter, const Tensor& t);
+// y, x of one 16-bit dtype and one layout.
+bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha);
+// dx, dy and the input it reads (x for relu-like, y for sigmoid and tanh) of one 16-bit dtype
+// and one layout.
+bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
+                         const Tensor& y, Activation a, float alpha);
+bool add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2);  // one dtype and layout
+// y 16-bit (plain, or channels-last 4-D), bias fp32 plain.
+bool bias_add(CudaBackend& b, Tensor& y, const Tensor& bias);
+// dy 16-bit (plain, or channels-last 4-D), db fp32 plain; sums in fp32 as channel_sums does.
+bool bias_backward(CudaBackend& b, Tensor& db, const Tensor& dy);
+}  // namespace cuda16
 
 // --- small shared utilities ---
 

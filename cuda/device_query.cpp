@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/dtype_support.h"
 #include "cuda/nccl_sums.h"
 
 namespace tandem {
@@ -261,6 +262,13 @@ void print_cuda_devices(std::ostream& out) {
     if (arch) out << "    usable         no: " << arch->cause << "\n";
     else if (dnn) out << "    usable         no: " << dnn->cause << "\n";
     else out << "    usable         yes\n";
+    for (DType t : {DType::kBF16, DType::kF16}) {  // as the CPU's bf16 row
+      const std::string why = dtype_unsupported_reason(t, p.name, p.major, p.minor);
+      out << fmt::format("    {}           {}\n", dtype_name(t),
+                         why.empty() ? std::string("native (precision: ") + dtype_name(t) +
+                                           " runs on its tensor cores, fp32 accumulation)"
+                                     : "no (" + why + ")");
+    }
     if (!arch) {  // the self-tests need kernels (cuBLAS's) that run on this device
       bandwidth_test(out);
       sgemm_test(out);

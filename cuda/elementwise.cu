@@ -3,6 +3,10 @@
 // Plain grid-stride kernels rather than cuDNN's activation API: the interface's relu-family
 // backward uses the forward input x and sigmoid/tanh use y, which a kernel states directly.
 // bias_backward reduces in a fixed order (channel_sum.cuh), so it is deterministic.
+//
+// These kernels take fp32 plain tensors; 16-bit ones go to cuda/mixed_precision.cu's kernels
+// (activations, add, bias, fill, the non-finite count) or to fp32 stand-ins (dropout, and any
+// mix those kernels do not take).
 #include <algorithm>
 #include <cmath>
 
@@ -124,12 +128,19 @@ void channel_geometry(const Tensor& t, int64_t* n, int64_t* c, int64_t* inner) {
 }  // namespace
 
 void CudaBackend::fill(Tensor& t, float value) {
+  if (is_16bit(t.dtype())) return cuda16::fill(*this, t, value);
   if (t.numel() == 0) return;
   fill_kernel<<<grid_for(t.numel()), kThreads, 0, stream_>>>(t.data(), value, t.numel());
   CUDA_CHECK_LAUNCH();
 }
 
 void CudaBackend::bias_add(Tensor& y, const Tensor& b) {
+  if (!plain_f32({&y, &b})) {
+    if (cuda16::bias_add(*this, y, b)) return;
+    StandIn sy(*this, y, true, true), sb(*this, b, true, false);
+    bias_add(sy.get(), sb.get());
+    return sy.finish();
+  }
   int64_t n, c, inner;
   channel_geometry(y, &n, &c, &inner);
   expect_numel(b, c, "bias");
@@ -139,6 +150,12 @@ void CudaBackend::bias_add(Tensor& y, const Tensor& b) {
 }
 
 void CudaBackend::bias_backward(Tensor& db, const Tensor& dy) {
+  if (!plain_f32({&db, &dy})) {
+    if (cuda16::bias_backward(*this, db, dy)) return;
+    StandIn sdb(*this, db, false, true), sdy(*this, dy, true, false);
+    bias_backward(sdb.get(), sdy.get());
+    return sdb.finish();
+  }
   int64_t n, c, inner;
   channel_geometry(dy, &n, &c, &inner);
   expect_numel(db, c, "bias gradient");
@@ -148,6 +165,13 @@ void CudaBackend::bias_backward(Tensor& db, const Tensor& dy) {
 void CudaBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   expect_numel(a, y.numel(), "add: a");
   expect_numel(b, y.numel(), "add: b");
+  if (!plain_f32({&y, &a, &b})) {
+    if (cuda16::add(*this, y, a, b)) return;
+    // y may alias a or b: both are read into their stand-ins before y's is written back.
+    StandIn sy(*this, y, false, true), sa(*this, a, true, false), sb(*this, b, true, false);
+    add(sy.get(), sa.get(), sb.get());
+    return sy.finish();
+  }
   if (y.numel() == 0) return;
   add_kernel<<<grid_for(y.numel()), kThreads, 0, stream_>>>(y.data(), a.data(), b.data(), y.numel());
   CUDA_CHECK_LAUNCH();
@@ -164,6 +188,12 @@ void CudaBackend::scale_by(Tensor& t, const Tensor& factor) {
 
 void CudaBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) {
   expect_numel(y, x.numel(), "activation output");
+  if (!plain_f32({&y, &x})) {
+    if (cuda16::activation_forward(*this, y, x, a, alpha)) return;
+    StandIn sy(*this, y, false, true), sx(*this, x, true, false);  // y may alias x
+    activation_forward(sy.get(), sx.get(), a, alpha);
+    return sy.finish();
+  }
   if (x.numel() == 0) return;
   activation_forward_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
       y.data(), x.data(), x.numel(), activation_kind(a), alpha);
@@ -173,6 +203,14 @@ void CudaBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, f
 void CudaBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x,
                                       const Tensor& y, Activation a, float alpha) {
   expect_numel(dx, dy.numel(), "activation input gradient");
+  if (!plain_f32({&dx, &dy, &x, &y})) {
+    if (cuda16::activation_backward(*this, dx, dy, x, y, a, alpha)) return;
+    // Only the input the gradient reads (x for the relu family, y for sigmoid and tanh).
+    const Tensor& d = a == Activation::kRelu || a == Activation::kLeakyRelu ? x : y;
+    StandIn sdx(*this, dx, false, true), sdy(*this, dy, true, false), sd(*this, d, true, false);
+    activation_backward(sdx.get(), sdy.get(), sd.get(), sd.get(), a, alpha);
+    return sdx.finish();
+  }
   if (dy.numel() == 0) return;
   activation_backward_kernel<<<grid_for(dy.numel()), kThreads, 0, stream_>>>(
       dx.data(), dy.data(), x.data(), y.data(), dy.numel(), activation_kind(a), alpha);
@@ -183,6 +221,12 @@ void CudaBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, floa
                                   uint64_t offset) {
   expect_numel(y, x.numel(), "dropout output");
   expect_numel(mask, x.numel(), "dropout mask");
+  if (!plain_f32({&y, &mask, &x})) {  // in fp32, the mask of the logical index as an fp32 run's
+    StandIn sy(*this, y, false, true), sm(*this, mask, false, true), sx(*this, x, true, false);
+    dropout_forward(sy.get(), sm.get(), sx.get(), p, seed, offset);
+    sy.finish();
+    return sm.finish();
+  }
   if (x.numel() == 0) return;
   const float scale = p < 1.f ? 1.f / (1.f - p) : 0.f;  // the CPU backend's fp32 scale
   dropout_forward_kernel<<<grid_for((x.numel() + 3) / 4), kThreads, 0, stream_>>>(
@@ -193,6 +237,11 @@ void CudaBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, floa
 void CudaBackend::dropout_backward(Tensor& dx, const Tensor& dy, const Tensor& mask) {
   expect_numel(dx, dy.numel(), "dropout input gradient");
   expect_numel(mask, dy.numel(), "dropout mask");
+  if (!plain_f32({&dx, &dy, &mask})) {
+    StandIn sdx(*this, dx, false, true), sdy(*this, dy, true, false), sm(*this, mask, true, false);
+    dropout_backward(sdx.get(), sdy.get(), sm.get());
+    return sdx.finish();
+  }
   if (dy.numel() == 0) return;
   multiply_kernel<<<grid_for(dy.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(), mask.data(),
                                                                   dy.numel());
@@ -206,6 +255,10 @@ int64_t CudaBackend::count_nonfinite(const std::vector<const Tensor*>& ts) {
   CUDA_CHECK(cudaMemsetAsync(device_flag_, 0, sizeof(unsigned long long), stream_));
   for (const Tensor* t : ts) {
     if (t->numel() == 0) continue;
+    if (is_16bit(t->dtype())) {
+      cuda16::count_nonfinite(*this, device_flag_, *t);
+      continue;
+    }
     count_nonfinite_kernel<<<grid_for(t->numel()), kThreads, 0, stream_>>>(
         device_flag_, t->data(), t->numel());
     CUDA_CHECK_LAUNCH();

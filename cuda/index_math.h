@@ -41,4 +41,18 @@ TANDEM_INDEX_HD PlanePos plane_pos(int64_t i, int H, int W, int64_t numel) {
   return {row / H, static_cast<int>(row % H), static_cast<int>(i - row * W)};
 }
 
+// Where element i, counted in logical (N,C,H,W) order, of a channels-last tensor (stored as
+// (N,H,W,C)) of `numel` elements lies in memory; hw = H * W. Element i is (n, c, s) with s the
+// spatial position h * W + w, stored at (n * hw + s) * C + c.
+TANDEM_INDEX_HD int64_t channels_last_offset(int64_t i, int64_t c, int64_t hw, int64_t numel) {
+  if (numel <= kMax32BitIndex) {
+    const uint32_t u = static_cast<uint32_t>(i), uhw = static_cast<uint32_t>(hw),
+                   uc = static_cast<uint32_t>(c);
+    const uint32_t nc = u / uhw, s = u - nc * uhw, n = nc / uc, ch = nc - n * uc;
+    return static_cast<int64_t>((n * uhw + s) * uc + ch);  // < numel: no overflow
+  }
+  const int64_t nc = i / hw, s = i - nc * hw, n = nc / c, ch = nc - n * c;
+  return (n * hw + s) * c + ch;
+}
+
 }  // namespace tandem

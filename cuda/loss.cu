@@ -154,6 +154,13 @@ void CudaBackend::check_labels() {
 
 void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
                                                 const Tensor& labels) {
+  if (!plain_f32({&loss, &probs, &logits})) {  // the loss is computed in fp32
+    StandIn sl(*this, loss, false, true), sp(*this, probs, false, true),
+        sx(*this, logits, true, false);
+    softmax_cross_entropy_forward(sl.get(), sp.get(), sx.get(), labels);
+    sl.finish();
+    return sp.finish();
+  }
   check_rows(logits, labels, "softmax_cross_entropy_forward");
   expect_shape(probs, logits.shape(), "probs");
   const int64_t n = logits.dim(0), c = logits.dim(1);
@@ -165,6 +172,11 @@ void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, con
 
 void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
                                                  const Tensor& labels) {
+  if (!plain_f32({&dlogits, &probs})) {
+    StandIn sd(*this, dlogits, false, true), sp(*this, probs, true, false);
+    softmax_cross_entropy_backward(sd.get(), sp.get(), labels);
+    return sd.finish();
+  }
   check_rows(probs, labels, "softmax_cross_entropy_backward");
   expect_shape(dlogits, probs.shape(), "dlogits");
   const int64_t n = probs.dim(0), c = probs.dim(1);
@@ -175,6 +187,11 @@ void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& 
 }
 
 void CudaBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) {
+  if (!plain_f32({&loss, &pred})) {
+    StandIn sl(*this, loss, false, true), sp(*this, pred, true, false);
+    mse_forward(sl.get(), sp.get(), labels);
+    return sl.finish();
+  }
   check_rows(pred, labels, "mse_forward");
   const int64_t n = pred.dim(0), c = pred.dim(1);
   rows_then_sum(*this, loss, n, c, n * c > 0 ? 1.0 / static_cast<double>(n * c) : 0.0,
@@ -184,6 +201,11 @@ void CudaBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& la
 }
 
 void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) {
+  if (!plain_f32({&dpred, &pred})) {
+    StandIn sd(*this, dpred, false, true), sp(*this, pred, true, false);
+    mse_backward(sd.get(), sp.get(), labels);
+    return sd.finish();
+  }
   check_rows(pred, labels, "mse_backward");
   expect_shape(dpred, pred.shape(), "dpred");
   const int64_t n = pred.dim(0), c = pred.dim(1);
@@ -194,6 +216,11 @@ void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& 
 }
 
 void CudaBackend::accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) {
+  if (!plain_f32({&correct, &scores})) {
+    StandIn sc(*this, correct, false, true), ss(*this, scores, true, false);
+    accuracy(sc.get(), ss.get(), labels);
+    return sc.finish();
+  }
   check_rows(scores, labels, "accuracy");
   const int64_t n = scores.dim(0), c = scores.dim(1);
   rows_then_sum(*this, correct, n, c, 1.0, [&](float* rows, unsigned long long* flag) {

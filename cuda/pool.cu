@@ -84,8 +84,13 @@ PoolGeom geometry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
 
 }  // namespace
 
-// x (N,C,H,W) -> y (N,C,P,Q).
+// x (N,C,H,W) -> y (N,C,P,Q). 16-bit or channels-last tensors: in fp32 on plain stand-ins.
 void CudaBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  if (!plain_f32({&y, &x})) {
+    StandIn sy(*this, y, false, true), sx(*this, x, true, false);
+    pool2d_forward(sy.get(), sx.get(), p);
+    return sy.finish();
+  }
   PoolEntry& e = pool_entry(x, y, p);
   if (y.numel() == 0) return;
   if (tracing())
@@ -98,6 +103,12 @@ void CudaBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams&
 // dx (N,C,H,W) from dy (N,C,P,Q), x and y.
 void CudaBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
                                   const Pool2dParams& p) {
+  if (!plain_f32({&dx, &dy, &x, &y})) {
+    StandIn sdx(*this, dx, false, true), sdy(*this, dy, true, false), sx(*this, x, true, false),
+        sy(*this, y, true, false);
+    pool2d_backward(sdx.get(), sdy.get(), sx.get(), sy.get(), p);
+    return sdx.finish();
+  }
   pool_entry(x, y, p);  // checks the shapes
   expect_shape(dx, x.shape(), "pool2d dx");
   expect_shape(dy, y.shape(), "pool2d dy");

@@ -5,9 +5,10 @@
 #   bash tools/gpu_check.sh --all     both in one go (BUDGET=540 s)
 # Finds a build: gpu-carry/way1.tar.xz (tools/gpu_carry.sh: built here, the libraries beside it),
 # else gpu-carry/debs (tools/gpu_pack.sh: the dependencies' .deb files, built there).
-# The first run: nvidia-smi, `trainer devices`, the op tests with their GPU cases, the engine's
-# GPU cases (CPU/GPU training parity, upload ahead, the update gate), tandem against PyTorch with
-# cuDNN on LeNet and cifar_cnn, one side-by-side LeNet epoch. The rest: the whole suite, the
+# The first run: nvidia-smi, `trainer devices`, the op tests with their GPU cases (the 16-bit ones
+# too), the engine's GPU cases (CPU/GPU training parity in fp32, bf16 and fp16, upload ahead, the
+# update gate), tandem against PyTorch with cuDNN on LeNet and cifar_cnn, one side-by-side LeNet
+# epoch, and LeNet in fp32, bf16 and fp16 side by side on the GPU. The rest: the whole suite, the
 # other configs against PyTorch, cuDNN's heuristic against its timed search, 16-thread CPU
 # benchmarks and the batch-size sweep.
 # What comes back from the device is at most 8 files of $OUT and the last 12,000 characters of
@@ -170,14 +171,16 @@ fi
 
 NOPLOT='-*Plot*'
 if first; then
-  # The op tests (CPU and GPU cases against the reference, CPU/GPU parity of each op).
+  # The op tests (CPU and GPU cases against the reference, CPU/GPU parity of each op), the
+  # 16-bit ones included (Backends/Ops16Test.*/gpu_bf16 and gpu_fp16).
   step backend-tests 120 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./backend_tests \
     --gtest_output=xml:$LOGS/backend_tests.xml"
   # The cases that call cuda/ directly: error translation, version gates, NCCL.
   step cuda-tests 30 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./cuda_tests \
     --gtest_output=xml:$LOGS/cuda_tests.xml"
-  # The engine's GPU cases: training parity and determinism, upload ahead, the update gate,
-  # transfers per step, checkpoints across devices, the plugin.
+  # The engine's GPU cases: training parity (fp32, and bf16 and fp16 against the CPU's fp32) and
+  # determinism, 16-bit models against fp32, upload ahead, the update gate, transfers per step,
+  # checkpoints across devices, the plugin.
   step gpu-engine-tests 120 "${TANDEM[@]}" bash -c "cd $BUILD/tests && ./tandem_tests \
     --gtest_filter='*gpu*:*Gpu*:*GPU*:*UploadAhead*:*GatedStep*:*Transfers*$NOPLOT' \
     --gtest_output=xml:$LOGS/gpu_engine_tests.xml"
@@ -196,6 +199,10 @@ if first; then
   versus_torch cifar_cnn
   step side-by-side-lenet 60 "${TANDEM[@]}" "$T" --config configs/lenet.yaml --device gpu,cpu:16 \
     --epochs 1 --metrics "$LOGS/side-by-side.jsonl"
+  # The GPU's precisions side by side: one LeNet epoch each, the 16-bit parity verdicts, and
+  # which cuDNN and cuBLAS kernels the 16-bit runs took.
+  step precisions-lenet-gpu 45 "${TANDEM[@]}" "$T" --config configs/lenet.yaml --device gpu \
+    --precision fp32,bf16,fp16 --epochs 1 --log-placement --metrics "$LOGS/precisions.jsonl"
 fi
 if rest; then
   # Everything of the suite (the first run's cases again, briefly).

@@ -54,12 +54,14 @@ constexpr double kConvTolerance = 5e-4;
 
 class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { start(GetParam()); }
+  // Creates backend `name`, or skips the test with the reason (the caller checks IsSkipped()).
+  void start(const std::string& name) {
     try {
-      backend_ = create_backend(GetParam(), {});
+      backend_ = create_backend(name, {});
     } catch (const DeviceError& e) {
-      GTEST_SKIP() << "backend '" << GetParam() << "' unavailable: " << e.cause() << " ("
-                   << e.hint() << ")";
+      GTEST_SKIP() << "backend '" << name << "' unavailable: " << e.cause() << " (" << e.hint()
+                   << ")";
     }
   }
 

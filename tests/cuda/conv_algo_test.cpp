@@ -64,5 +64,19 @@ TEST(ConvAlgoChoice, Fp32RunsEveryCandidateWithFmaMathTf32WithItsOwn) {
   }
 }
 
+// bf16 and fp16 data take tensor-op math whatever the tf32 option (it is their own math, not
+// TF32); fp32 data only with TF32.
+TEST(ConvAlgoChoice, SixteenBitDataAlwaysAllowsTensorOpMathFp32OnlyWithTf32) {
+  EXPECT_TRUE(conv_tensor_ops(false, true));
+  EXPECT_TRUE(conv_tensor_ops(true, true));
+  EXPECT_FALSE(conv_tensor_ops(false, false));
+  EXPECT_TRUE(conv_tensor_ops(true, false));
+  std::vector<ConvCandidate> ranked = {{true, true, ConvMath::kTensorOp, 0},
+                                       {true, true, ConvMath::kFma, 0}};
+  EXPECT_EQ(choose_conv_candidate(ranked, false, conv_tensor_ops(false, true), kMiB), 0);
+  EXPECT_EQ(conv_run_math(ConvMath::kTensorOp, conv_tensor_ops(false, true)), ConvMath::kTensorOp);
+  EXPECT_EQ(choose_conv_candidate(ranked, false, conv_tensor_ops(false, false), kMiB), 1);
+}
+
 }  // namespace
 }  // namespace tandem

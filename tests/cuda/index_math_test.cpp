@@ -67,5 +67,36 @@ TEST(IndexMath, PlanePosEqualsTheSixtyFourBitFormula) {
   }
 }
 
+// Logical (N,C,H,W) index to channels-last (N,H,W,C) memory: the copy kernel's mapping.
+TEST(IndexMath, ChannelsLastOffsetEqualsTheNhwcFormula) {
+  struct Case {
+    int64_t n, c, hw;
+  };
+  const Case cases[] = {
+      {1, 2, 6},
+      {2, 3, 1},
+      {64, 20, 24 * 24},
+      {3, 17, 63},
+      {5, 1, 49},
+      {1, 65537, 65535},  // the largest that takes the 32-bit path
+      {2, 3, 715827883},  // past it: 64-bit arithmetic
+  };
+  for (const Case& k : cases) {
+    const int64_t numel = k.n * k.c * k.hw;
+    SCOPED_TRACE(testing::Message() << k.n << "x" << k.c << "x" << k.hw << " = " << numel);
+    for (int64_t i : probes(numel)) {
+      const int64_t n = i / (k.c * k.hw), c = (i / k.hw) % k.c, s = i % k.hw;
+      ASSERT_EQ(channels_last_offset(i, k.c, k.hw, numel), (n * k.hw + s) * k.c + c)
+          << "element " << i;
+    }
+  }
+  // (1,2,2,3), the bf16 ops test's example: every slot of memory is hit once.
+  std::vector<int> hits(12, 0);
+  for (int64_t i = 0; i < 12; ++i) ++hits[static_cast<size_t>(channels_last_offset(i, 2, 6, 12))];
+  EXPECT_EQ(hits, std::vector<int>(12, 1));
+  EXPECT_EQ(channels_last_offset(1, 2, 6, 12), 2);  // (c 0, h 0, w 1) follows (c 1, h 0, w 0)
+  EXPECT_EQ(channels_last_offset(6, 2, 6, 12), 1);  // (c 1, h 0, w 0)
+}
+
 }  // namespace
 }  // namespace tandem

@@ -1,14 +1,20 @@
 // A model in bf16 against the same model in fp32: the activations' dtypes and layouts between the
-// graph's edges, the flatten's feature order, and every parameter's gradient.
+// graph's edges, the flatten's feature order, and every parameter's gradient; on the CPU, and in
+// bf16 and fp16 on the GPU (skipped, with the reason, without one).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "engine/backend_registry.h"
 #include "engine/config.h"
+#include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
+#include "engine/precision.h"
 #include "engine/trainer.h"
 #include "tools/app.h"
 
@@ -33,22 +39,33 @@ Config small_model(const std::string& precision, const std::string& activation =
 
 constexpr int64_t kBatch = 8;
 
-// One model on the CPU, its input batch uploaded, forward and backward through the loss.
+// One model on a device (the CPU by default), its input batch uploaded, forward and backward
+// through the loss. Where the device cannot be used or does not compute in the config's
+// precision, nothing is built and why_not says why.
 struct ModelRun {
   Config config;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Graph> graph;
   std::unique_ptr<Loss> loss;
+  std::string why_not;
 
-  explicit ModelRun(const Config& c) : config(c) {
+  explicit ModelRun(const Config& c, const std::string& device = "cpu") : config(c) {
     register_everything();
-    backend = create_backend("cpu", {});
+    try {
+      backend = create_backend(device, {});
+    } catch (const DeviceError& e) {
+      why_not = "no usable " + device + ": " + e.cause();
+      return;
+    }
+    if (!backend->supports_dtype(activation_dtype(parse_precision(config.precision)), &why_not))
+      return;
+    why_not.clear();
     graph = std::make_unique<Graph>(config);
     graph->allocate(*backend, kBatch, 42);
     loss = make_loss(config.loss);
     loss->allocate(*backend, kBatch, graph->classes());
   }
-  bool supported() const { return backend->supports_dtype(DType::kBF16, nullptr); }
+  bool supported() const { return why_not.empty(); }
   // Forward and backward of one fixed batch: every parameter's gradient is left in its grad.
   void step() {
     std::mt19937 gen(7);
@@ -89,7 +106,7 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 
 TEST(MixedPrecision, ActivationsAreBf16ChannelsLastBetweenTheGraphsEdges) {
   ModelRun r(small_model("bf16"));
-  if (!r.supported()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  if (!r.supported()) GTEST_SKIP() << r.why_not;
   const Graph& g = *r.graph;
   EXPECT_EQ(r.graph->input().dtype(), DType::kF32);  // the input as the data arrives
   for (size_t i : {0u, 1u, 2u, 3u, 4u}) {            // conv, relu, pool, conv, relu: images
@@ -112,7 +129,7 @@ TEST(MixedPrecision, ActivationsAreBf16ChannelsLastBetweenTheGraphsEdges) {
 // layer after it sees the same features in both precisions (and so checkpoints mean the same).
 TEST(MixedPrecision, FlattenKeepsTheFp32FeatureOrder) {
   ModelRun low(small_model("bf16")), ref(small_model("fp32"));
-  if (!low.supported()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  if (!low.supported()) GTEST_SKIP() << low.why_not;
   low.step();
   ref.step();
   // Five bf16 roundings (conv, relu, pool, conv, relu: 2^-9 each) and two convolutions' bf16
@@ -131,7 +148,7 @@ TEST(MixedPrecision, FlattenKeepsTheFp32FeatureOrder) {
 // framework; those ops are checked one by one in tests/cpu/bf16_ops_test.cpp.
 TEST(MixedPrecision, ParameterGradientsMatchFp32) {
   ModelRun low(small_model("bf16", "tanh", "avgpool")), ref(small_model("fp32", "tanh", "avgpool"));
-  if (!low.supported()) GTEST_SKIP() << "this CPU has no bf16 instructions";
+  if (!low.supported()) GTEST_SKIP() << low.why_not;
   low.step();
   ref.step();
   const std::vector<Param*> lp = low.graph->params(), rp = ref.graph->params();
@@ -143,6 +160,47 @@ TEST(MixedPrecision, ParameterGradientsMatchFp32) {
     EXPECT_GT(err, 0.0);  // it did compute in bf16
   }
 }
+
+// The GPU in bf16 and fp16 against the GPU in fp32: the same two checks. Besides the CPU's 18
+// roundings the GPU rounds the model's fp32 input to 16 bits for the first convolution, each
+// convolution's output again after its bias (added to cuDNN's 16-bit output) and each
+// convolution's weight gradient once (cuDNN writes it in the 16-bit type): 22 roundings of
+// 2^-(p+1) each, p the type's significant bits (bf16 8, fp16 11). No loss scale in fp16: an
+// activation gradient below fp16's normal range (2^-14) loses bits as a subnormal, but keeps an
+// absolute error under 2^-25, far below the largest gradient the error is measured against.
+class GpuMixedPrecision : public ::testing::TestWithParam<std::string> {
+ protected:
+  static double rounding() { return std::ldexp(1.0, GetParam() == "fp16" ? -12 : -9); }
+};
+
+TEST_P(GpuMixedPrecision, FlattenKeepsTheFp32FeatureOrder) {
+  ModelRun low(small_model(GetParam()), "gpu"), ref(small_model("fp32"), "gpu");
+  if (!low.supported()) GTEST_SKIP() << low.why_not;
+  low.step();
+  ref.step();
+  const auto a = low.values(low.graph->output(5, kBatch)),
+             b = ref.values(ref.graph->output(5, kBatch));
+  EXPECT_LT(relative_error(a, b), 0.02);
+}
+
+TEST_P(GpuMixedPrecision, ParameterGradientsMatchFp32) {
+  ModelRun low(small_model(GetParam(), "tanh", "avgpool"), "gpu"),
+      ref(small_model("fp32", "tanh", "avgpool"), "gpu");
+  if (!low.supported()) GTEST_SKIP() << low.why_not;
+  low.step();
+  ref.step();
+  const std::vector<Param*> lp = low.graph->params(), rp = ref.graph->params();
+  ASSERT_EQ(lp.size(), rp.size());
+  for (size_t k = 0; k < lp.size(); ++k) {
+    SCOPED_TRACE(lp[k]->name);
+    const double err = relative_error(low.values(lp[k]->grad), ref.values(rp[k]->grad));
+    EXPECT_LT(err, 22 * rounding());
+    EXPECT_GT(err, 0.0);  // it did compute in 16 bits
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuMixedPrecision, ::testing::Values("bf16", "fp16"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace tandem

@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "datasets/dataset.h"
 #include "engine/backend_registry.h"
 #include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
+#include "engine/precision.h"
 #include "engine/trainer.h"
 
 namespace tandem {
@@ -62,6 +66,40 @@ TEST_P(GpuParity, PerStepLossesAgreeWithTheCpu) {
 
 INSTANTIATE_TEST_SUITE_P(Configs, GpuParity,
                          ::testing::Values("lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet"));
+
+// 16-bit training on the GPU (bf16, fp16) against the CPU's fp32 run of LeNet: the first 20 steps
+// within the precision's parity tolerance (engine/precision.h), the verdict of a side-by-side
+// run (tools/app.cpp's compare_runs checks 20 steps). Skipped where the GPU has no such type.
+class GpuPrecisionParity : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::unique_ptr<Backend> gpu;
+    try {
+      gpu = create_backend("gpu", {});
+    } catch (const DeviceError& e) {
+      GTEST_SKIP() << "no usable GPU: " << e.cause();
+    }
+    std::string why;
+    if (!gpu->supports_dtype(activation_dtype(parse_precision(GetParam())), &why))
+      GTEST_SKIP() << "no " << GetParam() << " on this GPU: " << why;
+  }
+};
+
+TEST_P(GpuPrecisionParity, LeNetLossesAgreeWithTheCpuInFp32) {
+  Config config = load_config(source("configs/lenet.yaml"));
+  DataSplits data = load_data(config.data, config.input, 10);
+  constexpr int64_t kSteps = 20;
+  std::vector<double> cpu = losses_on("cpu", config, data, kSteps);
+  config.precision = GetParam();
+  std::vector<double> gpu = losses_on("gpu", config, data, kSteps);
+  const double tolerance = parity_tolerance(parse_precision(GetParam()));
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], cpu[i], tolerance * std::fabs(cpu[i])) << GetParam() << " step " << i + 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuPrecisionParity, ::testing::Values("bf16", "fp16"),
+                         [](const auto& info) { return info.param; });
 
 TEST(GpuDeterminism, TwoDeterministicGpuRunsGiveIdenticalLosses) {
   try {

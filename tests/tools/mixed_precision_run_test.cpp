@@ -1,12 +1,16 @@
 // Training in bf16 end to end: LeNet's accuracy, fp32 and bf16 side by side, checkpoints that
-// record the precision and load in fp32, bit-exact resumes, and the refusals.
+// record the precision and load in fp32, bit-exact resumes, and the refusals; on the GPU, bf16 and
+// fp16 beside fp32 (skipped, with the reason, without a GPU that has them).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <regex>
+#include <string>
 
 #include "datasets/dataset.h"
 #include "engine/backend_registry.h"
 #include "engine/checkpoint.h"
+#include "engine/error.h"
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
 #include "engine/trainer.h"
@@ -26,6 +30,24 @@ bool cpu_has_bf16() {
 
 #define SKIP_WITHOUT_BF16() \
   if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions (trainer devices)"
+
+// Why this machine's GPU cannot train in both bf16 and fp16; empty when it can.
+std::string gpu_without_16bit() {
+  register_everything();
+  std::unique_ptr<Backend> gpu;
+  try {
+    gpu = create_backend("gpu", {});
+  } catch (const DeviceError& e) {
+    return "no usable GPU: " + e.cause();
+  }
+  std::string why;
+  for (DType d : {DType::kBF16, DType::kF16})
+    if (!gpu->supports_dtype(d, &why)) return why;
+  return "";
+}
+
+#define SKIP_WITHOUT_GPU_16BIT() \
+  if (const std::string why = gpu_without_16bit(); !why.empty()) GTEST_SKIP() << why
 
 std::string small_config(const std::string& name, const std::string& train) {
   return test::write_temp_file(name + ".yaml",
@@ -66,6 +88,35 @@ TEST(MixedPrecisionRun, OnePrecisionListRunsSideBySideWithA16BitTolerance) {
   EXPECT_NE(r.out.find("cpu:1 bf16 vs cpu:1 fp32: agree: first 8 steps within 5e-02"),
             std::string::npos)
       << r.out;
+}
+
+// The GPU's three precisions side by side on LeNet's small sibling: a row each, and the 16-bit
+// runs agree with fp32 to their tolerance (engine/precision.h).
+TEST(MixedPrecisionRun, GpuRunsFp32Bf16AndFp16SideBySide) {
+  SKIP_WITHOUT_GPU_16BIT();
+  auto r = run_trainer("--config " + small_config("gpu_precisions", "epochs: 1, batch_size: 32") +
+                       " --device gpu --precision fp32,bf16,fp16 --quiet");
+  ASSERT_EQ(r.status, 0) << r.out;
+  for (const char* p : {"fp32", "bf16", "fp16"})
+    EXPECT_NE(r.out.find(std::string("\ngpu ") + p + " "), std::string::npos) << p << "\n" << r.out;
+  EXPECT_NE(r.out.find("gpu bf16 vs gpu fp32: agree"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gpu fp16 vs gpu fp32: agree"), std::string::npos) << r.out;
+}
+
+// `trainer devices` says, in the GPU's table, whether fp16 (and bf16) are native there.
+TEST(MixedPrecisionRun, GpuDevicesSaysWhetherFp16IsNative) {
+  register_everything();
+  std::unique_ptr<Backend> gpu;
+  try {
+    gpu = create_backend("gpu", {});
+  } catch (const DeviceError& e) {
+    GTEST_SKIP() << "no usable GPU: " << e.cause();
+  }
+  const bool fp16 = gpu->supports_dtype(DType::kF16, nullptr);
+  auto d = run_trainer("devices");
+  EXPECT_TRUE(
+      std::regex_search(d.out, std::regex(fp16 ? R"(\bfp16 +native \()" : R"(\bfp16 +no \()")))
+      << d.out;
 }
 
 TEST(MixedPrecisionRun, BenchNamesThePrecisionOfEveryRow) {

@@ -1,0 +1,355 @@
+// The GPU's 16-bit (bf16, fp16) and channels-last tensors: conversions (copy), fill, the
+// non-finite count, and the 16-bit kernels of the elementwise ops (cuda16 in cuda_backend_impl.h).
+//
+// Every kernel loads its values as fp32, computes in fp32 and rounds its result once to nearest
+// even (__float2bfloat16_rn, __float2half_rn), like the CPU's bf16 loops (cpu/mixed_precision.cpp),
+// and keeps the fp32 kernels' rules (elementwise.cu): NaN passes through relu, relu's gradient
+// multiplies by 0 or 1, so a NaN gradient stays NaN. Written by hand: each is one memory-bound
+// pass, and cuDNN's conversion and activation calls do not take these dtype and layout mixes.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/channel_sum.cuh"
+#include "cuda/cuda_backend_impl.h"
+#include "cuda/index_math.h"
+
+namespace tandem {
+namespace {
+
+#define GRID_STRIDE(i, n)                                                                \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+using bf16 = __nv_bfloat16;
+using fp16 = __half;
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(fp16 v) { return __half2float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ fp16 from_float<fp16>(float v) {
+  return __float2half_rn(v);
+}
+
+// --- copy: element i of the logical order, from where src keeps it to where dst keeps it ---
+
+// One side's memory order: element i at i (plain), or at its channels-last offset.
+struct Order {
+  bool channels_last;
+  int64_t c, hw;  // a channels-last tensor's channels and H * W
+};
+
+Order order_of(const Tensor& t) {
+  if (t.layout() != Layout::kChannelsLast) return {false, 1, 1};
+  TANDEM_CHECK(t.shape().rank() == 4, "a channels-last tensor is 4-D, not " + t.shape().str());
+  return {true, t.dim(1), t.dim(2) * t.dim(3)};
+}
+
+__device__ __forceinline__ int64_t offset(int64_t i, const Order& o, int64_t n) {
+  return o.channels_last ? channels_last_offset(i, o.c, o.hw, n) : i;
+}
+
+// A flatten is the plain case of this: a channels-last (N,C,H,W) into a plain (N, C*H*W) reads
+// src's element i (logical NCHW order) into dst's element i.
+template <typename S, typename D>
+__global__ void convert_kernel(D* dst, const S* src, int64_t n, Order so, Order dst_order) {
+  GRID_STRIDE(i, n) dst[offset(i, dst_order, n)] = from_float<D>(to_float(src[offset(i, so, n)]));
+}
+
+// One dtype into another memory order: the bits move as they are (int32 too).
+template <typename Bits>
+__global__ void permute_kernel(Bits* dst, const Bits* src, int64_t n, Order so, Order dst_order) {
+  GRID_STRIDE(i, n) dst[offset(i, dst_order, n)] = src[offset(i, so, n)];
+}
+
+template <typename S, typename D>
+void launch_convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
+  const int64_t n = src.numel();
+  convert_kernel<S, D><<<grid_for(n), kThreads, 0, b.stream()>>>(
+      static_cast<D*>(dst.raw()), static_cast<const S*>(src.raw()), n, order_of(src),
+      order_of(dst));
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename S>
+void convert_from(CudaBackend& b, Tensor& dst, const Tensor& src) {
+  switch (dst.dtype()) {
+    case DType::kBF16: return launch_convert<S, bf16>(b, dst, src);
+    case DType::kF16: return launch_convert<S, fp16>(b, dst, src);
+    default: return launch_convert<S, float>(b, dst, src);
+  }
+}
+
+template <typename Bits>
+void launch_permute(CudaBackend& b, Tensor& dst, const Tensor& src) {
+  const int64_t n = src.numel();
+  permute_kernel<Bits><<<grid_for(n), kThreads, 0, b.stream()>>>(
+      static_cast<Bits*>(dst.raw()), static_cast<const Bits*>(src.raw()), n, order_of(src),
+      order_of(dst));
+  CUDA_CHECK_LAUNCH();
+}
+
+// --- fill and the non-finite count ---
+
+template <typename T>
+__global__ void fill_kernel(T* t, float v, int64_t n) {
+  const T x = from_float<T>(v);
+  GRID_STRIDE(i, n) t[i] = x;
+}
+
+template <typename T>
+__global__ void count_nonfinite_kernel(unsigned long long* count, const T* t, int64_t n) {
+  unsigned long long local = 0;
+  GRID_STRIDE(i, n) local += isfinite(to_float(t[i])) ? 0 : 1;  // Inf and NaN widen as they are
+  if (local) atomicAdd(count, local);
+}
+
+// --- elementwise ops: every tensor of one 16-bit type T and one memory order ---
+
+int activation_kind(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return 0;
+    case Activation::kLeakyRelu: return 1;
+    case Activation::kSigmoid: return 2;
+    case Activation::kTanh: return 3;
+  }
+  return 0;
+}
+
+template <typename T>
+__global__ void activation_forward_kernel(T* y, const T* x, int64_t n, int kind, float alpha) {
+  GRID_STRIDE(i, n) {
+    const float v = to_float(x[i]);
+    float r;
+    switch (kind) {
+      case 0: r = v <= 0.f ? 0.f : v; break;       // relu (a NaN passes on)
+      case 1: r = v > 0.f ? v : alpha * v; break;  // leaky relu
+      case 2: r = 1.f / (1.f + expf(-v)); break;   // sigmoid
+      default: r = tanhf(v); break;                // tanh
+    }
+    y[i] = from_float<T>(r);
+  }
+}
+
+// d is the forward input x for the relu family, the output y for sigmoid and tanh.
+template <typename T>
+__global__ void activation_backward_kernel(T* dx, const T* dy, const T* d, int64_t n, int kind,
+                                           float alpha) {
+  GRID_STRIDE(i, n) {
+    const float g = to_float(dy[i]), v = to_float(d[i]);
+    float r;
+    switch (kind) {
+      case 0: r = g * (v > 0.f ? 1.f : 0.f); break;
+      case 1: r = v > 0.f ? g : alpha * g; break;
+      case 2: r = g * v * (1.f - v); break;
+      default: r = g * (1.f - v * v); break;
+    }
+    dx[i] = from_float<T>(r);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(T* y, const T* a, const T* b, int64_t n) {
+  GRID_STRIDE(i, n) y[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+}
+
+// y += b[channel], y seen as (N, C, inner) in memory: inner = 1 for a channels-last tensor (its
+// channel is the fastest axis) and for (N,C) rows, H*W for plain images.
+template <typename T>
+__global__ void bias_add_kernel(T* y, const float* b, int64_t n, int64_t c, int64_t inner) {
+  GRID_STRIDE(i, n) y[i] = from_float<T>(to_float(y[i]) + b[channel_of(i, inner, c, n)]);
+}
+
+// The bias gradient's summands (channel_sum.cuh): idx is the element's logical (N,C,inner) index,
+// which channel_sums walks; a channels-last dy keeps it at its channels-last offset.
+template <typename T>
+struct BiasValue16 {
+  const T* dy;
+  int64_t c, inner, numel;
+  bool channels_last;
+  __device__ float2 operator()(int64_t idx, int64_t) const {
+    const int64_t at = channels_last ? channels_last_offset(idx, c, inner, numel) : idx;
+    return make_float2(to_float(dy[at]), 0.f);
+  }
+};
+struct BiasFinish16 {
+  float* db;
+  __device__ void operator()(int64_t ch, float2 s) const { db[ch] = s.x; }
+};
+
+// Same dtype, same memory order (and so, for channels-last, the same shape): the elements pair
+// up in memory.
+bool same_form(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.layout() == b.layout() &&
+         (a.layout() == Layout::kPlain || a.shape() == b.shape());
+}
+
+// A 16-bit tensor whose channel (axis 1) a kernel can find: plain of rank >= 2, or channels-last.
+bool channel_form(const Tensor& t) {
+  return is_16bit(t.dtype()) && t.shape().rank() >= 2 &&
+         (t.layout() == Layout::kPlain || t.shape().rank() == 4);
+}
+
+}  // namespace
+
+namespace cuda16 {
+
+void convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
+  TANDEM_CHECK((src.dtype() == DType::kI32) == (dst.dtype() == DType::kI32),
+               std::string("copy converts int32 only to int32, not ") + dtype_name(src.dtype()) +
+                   " to " + dtype_name(dst.dtype()));
+  TANDEM_CHECK(dst.numel() == src.numel(),
+               "copy " + src.shape().str() + " to " + dst.shape().str());
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  TANDEM_CHECK(dst.raw() != src.raw(), "copy converts into another buffer, not in place");
+  if (src.dtype() == dst.dtype())
+    return dtype_size(src.dtype()) == 2 ? launch_permute<uint16_t>(b, dst, src)
+                                        : launch_permute<uint32_t>(b, dst, src);
+  switch (src.dtype()) {
+    case DType::kBF16: return convert_from<bf16>(b, dst, src);
+    case DType::kF16: return convert_from<fp16>(b, dst, src);
+    default: return convert_from<float>(b, dst, src);
+  }
+}
+
+void fill(CudaBackend& b, Tensor& t, float value) {
+  TANDEM_CHECK(is_16bit(t.dtype()), "cuda16::fill of a " + std::string(dtype_name(t.dtype())));
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  if (t.dtype() == DType::kBF16)
+    fill_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<bf16*>(t.raw()), value, n);
+  else
+    fill_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<fp16*>(t.raw()), value, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void count_nonfinite(CudaBackend& b, unsigned long long* counter, const Tensor& t) {
+  TANDEM_CHECK(is_16bit(t.dtype()),
+               "cuda16::count_nonfinite of a " + std::string(dtype_name(t.dtype())));
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  if (t.dtype() == DType::kBF16)
+    count_nonfinite_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(
+        counter, static_cast<const bf16*>(t.raw()), n);
+  else
+    count_nonfinite_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(
+        counter, static_cast<const fp16*>(t.raw()), n);
+  CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+
+template <typename T>
+void launch_activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a,
+                               float alpha) {
+  activation_forward_kernel<T><<<grid_for(x.numel()), kThreads, 0, b.stream()>>>(
+      static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), x.numel(), activation_kind(a),
+      alpha);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& d,
+                                Activation a, float alpha) {
+  activation_backward_kernel<T><<<grid_for(dy.numel()), kThreads, 0, b.stream()>>>(
+      static_cast<T*>(dx.raw()), static_cast<const T*>(dy.raw()), static_cast<const T*>(d.raw()),
+      dy.numel(), activation_kind(a), alpha);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2) {
+  add_kernel<T><<<grid_for(y.numel()), kThreads, 0, b.stream()>>>(
+      static_cast<T*>(y.raw()), static_cast<const T*>(x1.raw()), static_cast<const T*>(x2.raw()),
+      y.numel());
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void launch_bias_add(CudaBackend& b, Tensor& y, const Tensor& bias, int64_t c, int64_t inner) {
+  bias_add_kernel<T><<<grid_for(y.numel()), kThreads, 0, b.stream()>>>(
+      static_cast<T*>(y.raw()), bias.data(), y.numel(), c, inner);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void bias_sums(CudaBackend& b, Tensor& db, const Tensor& dy, int64_t n, int64_t c, int64_t inner) {
+  const BiasValue16<T> value{static_cast<const T*>(dy.raw()), c, inner, dy.numel(),
+                             dy.layout() == Layout::kChannelsLast};
+  channel_sums(b, n, c, inner, value, BiasFinish16{db.data()});
+}
+
+}  // namespace
+
+bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha) {
+  if (!is_16bit(x.dtype()) || !same_form(y, x)) return false;
+  if (x.numel() == 0) return true;
+  if (x.dtype() == DType::kBF16)
+    launch_activation_forward<bf16>(b, y, x, a, alpha);
+  else
+    launch_activation_forward<fp16>(b, y, x, a, alpha);
+  return true;
+}
+
+bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
+                         const Tensor& y, Activation a, float alpha) {
+  const Tensor& d = a == Activation::kRelu || a == Activation::kLeakyRelu ? x : y;
+  if (!is_16bit(dy.dtype()) || !same_form(dx, dy) || !same_form(d, dy)) return false;
+  if (dy.numel() == 0) return true;
+  if (dy.dtype() == DType::kBF16)
+    launch_activation_backward<bf16>(b, dx, dy, d, a, alpha);
+  else
+    launch_activation_backward<fp16>(b, dx, dy, d, a, alpha);
+  return true;
+}
+
+bool add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2) {
+  if (!is_16bit(y.dtype()) || !same_form(y, x1) || !same_form(y, x2)) return false;
+  if (y.numel() == 0) return true;
+  if (y.dtype() == DType::kBF16)
+    launch_add<bf16>(b, y, x1, x2);
+  else
+    launch_add<fp16>(b, y, x1, x2);
+  return true;
+}
+
+bool bias_add(CudaBackend& b, Tensor& y, const Tensor& bias) {
+  if (!channel_form(y) || !bias.is_f32_plain()) return false;
+  const int64_t n = y.dim(0), c = y.dim(1);
+  expect_numel(bias, c, "bias");
+  if (y.numel() == 0) return true;
+  const int64_t inner = y.layout() == Layout::kChannelsLast ? 1 : y.numel() / (n * c);
+  if (y.dtype() == DType::kBF16)
+    launch_bias_add<bf16>(b, y, bias, c, inner);
+  else
+    launch_bias_add<fp16>(b, y, bias, c, inner);
+  return true;
+}
+
+bool bias_backward(CudaBackend& b, Tensor& db, const Tensor& dy) {
+  if (!channel_form(dy) || !db.is_f32_plain()) return false;
+  const int64_t n = dy.dim(0), c = dy.dim(1);
+  expect_numel(db, c, "bias gradient");
+  // The logical (N, C, inner) geometry; BiasValue16 finds a channels-last element's place.
+  const int64_t inner = n * c == 0 ? 0 : dy.numel() / (n * c);
+  if (dy.dtype() == DType::kBF16)
+    bias_sums<bf16>(b, db, dy, n, c, inner);
+  else
+    bias_sums<fp16>(b, db, dy, n, c, inner);
+  return true;
+}
+
+}  // namespace cuda16
+}  // namespace tandem
