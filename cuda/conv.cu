@@ -1,11 +1,14 @@
 // Convolution forward, backward data and backward filter through cuDNN (algorithm chosen once per
 // shape).
 //
-// 16 bits: where x or y (dy or dx backward; dy or x for the weight gradient) is bf16 or fp16, the
-// convolution computes in that type with fp32 accumulation, on NHWC tensors and a (K,R,S,C)
-// filter of that type rounded from the fp32 weights on every call (the weights change every
-// step; the copy is small). An operand in another form (the model's fp32 input, the fp32
-// weights) goes through a stand-in (StandIn) of the compute form, as autocast casts it.
+// 16 bits: where x and y (dy and dx backward; dy and x for the weight gradient) are both bf16 or
+// both fp16, the convolution computes in that type with fp32 accumulation, on NHWC tensors and a
+// (K,R,S,C) filter of that type rounded from the fp32 weights on every call (the weights change
+// every step; the copy is small), through a stand-in (StandIn) of the compute form. The model's
+// first convolution, which reads the fp32 input, computes in fp32 as the CPU's does: cuDNN's
+// 16-bit NHWC kernels want channels in multiples of 8 and an image has 1 or 3, the layer is a
+// small part of the work, and its weight gradient then needs no 16-bit rounding; its output (and
+// the gradient it gets) are converted once.
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -226,15 +229,15 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void*
 }
 
 // The compute form of a convolution whose activations are a and b (x and y forward, dy and dx
-// backward data, dy and x for the weight gradient): the first one's 16-bit dtype, else the
-// second's, in NHWC; else fp32 NCHW.
+// backward data, dy and x for the weight gradient): their 16-bit dtype in NHWC where both have
+// it, else fp32 NCHW (the first convolution, whose x is the model's fp32 input).
 struct ConvForm {
   DType dtype;
   Layout layout;
 };
 ConvForm conv_form(const Tensor& a, const Tensor& b) {
-  const DType d = is_16bit(a.dtype()) ? a.dtype() : is_16bit(b.dtype()) ? b.dtype() : DType::kF32;
-  return {d, is_16bit(d) ? Layout::kChannelsLast : Layout::kPlain};
+  if (is_16bit(a.dtype()) && a.dtype() == b.dtype()) return {a.dtype(), Layout::kChannelsLast};
+  return {DType::kF32, Layout::kPlain};
 }
 
 // ", BF16 data, tensor-op math": the placement's note of a 16-bit pass run with `math`.

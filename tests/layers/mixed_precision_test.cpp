@@ -162,10 +162,10 @@ TEST(MixedPrecision, ParameterGradientsMatchFp32) {
 }
 
 // The GPU in bf16 and fp16 against the GPU in fp32: the same two checks. Besides the CPU's 18
-// roundings the GPU rounds the model's fp32 input to 16 bits for the first convolution, each
-// convolution's output again after its bias (added to cuDNN's 16-bit output) and each
-// convolution's weight gradient once (cuDNN writes it in the 16-bit type): 22 roundings of
-// 2^-(p+1) each, p the type's significant bits (bf16 8, fp16 11). No loss scale in fp16: an
+// roundings the GPU rounds the output of each 16-bit convolution again after its bias (added to
+// cuDNN's 16-bit output) and its weight gradient once (cuDNN writes it in the 16-bit type; the
+// first convolution, on the fp32 input, computes in fp32 as the CPU's): fewer than 22 roundings
+// of 2^-(p+1) each, p the type's significant bits (bf16 8, fp16 11). No loss scale in fp16: an
 // activation gradient below fp16's normal range (2^-14) loses bits as a subnormal, but keeps an
 // absolute error under 2^-25, far below the largest gradient the error is measured against.
 class GpuMixedPrecision : public ::testing::TestWithParam<std::string> {
