@@ -91,7 +91,8 @@ const std::vector<Flag> kFlags = {
      "flags",
      {"train"}},
     {"--precision LIST",
-     "fp32, tf32 (GPU), bf16 (GPU, CPUs with AVX512-BF16) or fp16 (GPU)\n"
+     "fp32, tf32 (GPU), bf16 (GPU, CPUs with AVX512-BF16) or fp16 (GPU,\n"
+     "with a dynamic loss scale, shown as 'scale' while it trains)\n"
      "(replaces the config's precision); a list runs each side by side on\n"
      "the one device (cpu with fp32,bf16), or pairs with a list of devices",
      "flags",
