@@ -532,7 +532,7 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   // One dtype in one memory order (a channels-last tensor under the same 4-D shape): the bytes.
   const bool same_form = dst.dtype() == src.dtype() && dst.layout() == src.layout() &&
                          (dst.layout() == Layout::kPlain || dst.shape() == src.shape());
-  if (!same_form) return cuda16::convert(*this, dst, src);
+  if (!same_form) return typed::convert(*this, dst, src);
   if (dst.data() == src.data() || dst.bytes() == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }

@@ -280,26 +280,28 @@ class StandIn {
   bool staged_, write_;
 };
 
-// The 16-bit kernels (cuda/mixed_precision.cu). The bool ones return false, having queued
-// nothing, when the tensors are not of the form they take; the caller then uses stand-ins.
-namespace cuda16 {
+// The elementwise kernels of every float dtype, fp32 included (cuda/mixed_precision.cu). The
+// bool ones return false, having queued nothing, when the tensors are not of the form they take
+// (one dtype and memory order); the caller then uses fp32 plain stand-ins, which they take.
+namespace typed {
 // dst = src in another dtype or memory order, element for element in logical order (copy()).
 void convert(CudaBackend& b, Tensor& dst, const Tensor& src);
-void fill(CudaBackend& b, Tensor& t, float value);  // t bf16 or fp16
-// Queues the count of t's (bf16 or fp16) non-finite entries, added to *counter.
+void fill(CudaBackend& b, Tensor& t, float value);
+// Queues the count of t's non-finite entries, added to *counter.
 void count_nonfinite(CudaBackend& b, unsigned long long* counter, const Tensor& t);
-// y, x of one 16-bit dtype and one layout.
+// y, x of one dtype and one layout.
 bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha);
-// dx, dy and the input it reads (x for relu-like, y for sigmoid and tanh) of one 16-bit dtype
-// and one layout.
+// dx, dy and the input it reads (x for relu-like, y for sigmoid and tanh) of one dtype and one
+// layout.
 bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
                          const Tensor& y, Activation a, float alpha);
 bool add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2);  // one dtype and layout
-// y 16-bit (plain, or channels-last 4-D), bias fp32 plain.
+// y (plain of rank >= 2, or channels-last 4-D), bias fp32 plain.
 bool bias_add(CudaBackend& b, Tensor& y, const Tensor& bias);
-// dy 16-bit (plain, or channels-last 4-D), db fp32 plain; sums in fp32 as channel_sums does.
+// dy (plain of rank >= 2, or channels-last 4-D), db fp32 plain; sums in fp32 as channel_sums
+// does.
 bool bias_backward(CudaBackend& b, Tensor& db, const Tensor& dy);
-}  // namespace cuda16
+}  // namespace typed
 
 // --- small shared utilities ---
 

@@ -1,11 +1,14 @@
-// The GPU's 16-bit (bf16, fp16) and channels-last tensors: conversions (copy), fill, the
-// non-finite count, and the 16-bit kernels of the elementwise ops (cuda16 in cuda_backend_impl.h).
+// The elementwise kernels of every float dtype (fp32, bf16, fp16) and memory order (plain,
+// channels-last): conversions (copy), fill, the non-finite count, activations, add and bias
+// (`typed` in cuda_backend_impl.h). One template per op serves the three dtypes.
 //
-// Every kernel loads its values as fp32, computes in fp32 and rounds its result once to nearest
-// even (__float2bfloat16_rn, __float2half_rn), like the CPU's bf16 loops (cpu/mixed_precision.cpp),
-// and keeps the fp32 kernels' rules (elementwise.cu): NaN passes through relu, relu's gradient
-// multiplies by 0 or 1, so a NaN gradient stays NaN. Written by hand: each is one memory-bound
-// pass, and cuDNN's conversion and activation calls do not take these dtype and layout mixes.
+// Every kernel loads its values as fp32, computes in fp32 and, for a 16-bit result, rounds it
+// once to nearest even (__float2bfloat16_rn, __float2half_rn), like the CPU's bf16 loops
+// (cpu/mixed_precision.cpp). NaN passes through relu, and relu's gradient multiplies by 0 or 1,
+// so a NaN or infinite gradient stays one where x <= 0. Plain grid-stride kernels rather than
+// cuDNN's activation API: the interface's relu-family backward uses the forward input x and
+// sigmoid/tanh use y, which a kernel states directly, and cuDNN's calls do not take these dtype
+// and layout mixes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -174,7 +177,7 @@ __global__ void bias_add_kernel(T* y, const float* b, int64_t n, int64_t c, int6
 // The bias gradient's summands (channel_sum.cuh): idx is the element's logical (N,C,inner) index,
 // which channel_sums walks; a channels-last dy keeps it at its channels-last offset.
 template <typename T>
-struct BiasValue16 {
+struct BiasValue {
   const T* dy;
   int64_t c, inner, numel;
   bool channels_last;
@@ -183,7 +186,7 @@ struct BiasValue16 {
     return make_float2(to_float(dy[at]), 0.f);
   }
 };
-struct BiasFinish16 {
+struct BiasFinish {
   float* db;
   __device__ void operator()(int64_t ch, float2 s) const { db[ch] = s.x; }
 };
@@ -195,15 +198,29 @@ bool same_form(const Tensor& a, const Tensor& b) {
          (a.layout() == Layout::kPlain || a.shape() == b.shape());
 }
 
-// A 16-bit tensor whose channel (axis 1) a kernel can find: plain of rank >= 2, or channels-last.
+bool is_float(DType d) { return d != DType::kI32; }
+
+// A float tensor whose channel (axis 1) a kernel can find: plain of rank >= 2, or channels-last.
 bool channel_form(const Tensor& t) {
-  return is_16bit(t.dtype()) && t.shape().rank() >= 2 &&
+  return is_float(t.dtype()) && t.shape().rank() >= 2 &&
          (t.layout() == Layout::kPlain || t.shape().rank() == 4);
+}
+
+// Calls f with a value of the element type of dtype d: bf16, fp16, else float (int32 bits move
+// as float bits where a caller lets them: fill).
+template <typename F>
+void by_type(DType d, F&& f) {
+  if (d == DType::kBF16)
+    f(bf16{});
+  else if (d == DType::kF16)
+    f(fp16{});
+  else
+    f(float{});
 }
 
 }  // namespace
 
-namespace cuda16 {
+namespace typed {
 
 void convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
   TANDEM_CHECK((src.dtype() == DType::kI32) == (dst.dtype() == DType::kI32),
@@ -225,103 +242,66 @@ void convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
 }
 
 void fill(CudaBackend& b, Tensor& t, float value) {
-  TANDEM_CHECK(is_16bit(t.dtype()), "cuda16::fill of a " + std::string(dtype_name(t.dtype())));
   const int64_t n = t.numel();
   if (n == 0) return;
-  if (t.dtype() == DType::kBF16)
-    fill_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<bf16*>(t.raw()), value, n);
-  else
-    fill_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<fp16*>(t.raw()), value, n);
+  by_type(t.dtype(), [&](auto v) {
+    using T = decltype(v);
+    fill_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<T*>(t.raw()), value, n);
+  });
   CUDA_CHECK_LAUNCH();
 }
 
 void count_nonfinite(CudaBackend& b, unsigned long long* counter, const Tensor& t) {
-  TANDEM_CHECK(is_16bit(t.dtype()),
-               "cuda16::count_nonfinite of a " + std::string(dtype_name(t.dtype())));
   const int64_t n = t.numel();
   if (n == 0) return;
-  if (t.dtype() == DType::kBF16)
+  by_type(t.dtype(), [&](auto v) {
+    using T = decltype(v);
     count_nonfinite_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(
-        counter, static_cast<const bf16*>(t.raw()), n);
-  else
-    count_nonfinite_kernel<<<grid_for(n), kThreads, 0, b.stream()>>>(
-        counter, static_cast<const fp16*>(t.raw()), n);
+        counter, static_cast<const T*>(t.raw()), n);
+  });
   CUDA_CHECK_LAUNCH();
 }
-
-namespace {
-
-template <typename T>
-void launch_activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a,
-                               float alpha) {
-  activation_forward_kernel<T><<<grid_for(x.numel()), kThreads, 0, b.stream()>>>(
-      static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), x.numel(), activation_kind(a),
-      alpha);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void launch_activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& d,
-                                Activation a, float alpha) {
-  activation_backward_kernel<T><<<grid_for(dy.numel()), kThreads, 0, b.stream()>>>(
-      static_cast<T*>(dx.raw()), static_cast<const T*>(dy.raw()), static_cast<const T*>(d.raw()),
-      dy.numel(), activation_kind(a), alpha);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void launch_add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2) {
-  add_kernel<T><<<grid_for(y.numel()), kThreads, 0, b.stream()>>>(
-      static_cast<T*>(y.raw()), static_cast<const T*>(x1.raw()), static_cast<const T*>(x2.raw()),
-      y.numel());
-  CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void launch_bias_add(CudaBackend& b, Tensor& y, const Tensor& bias, int64_t c, int64_t inner) {
-  bias_add_kernel<T><<<grid_for(y.numel()), kThreads, 0, b.stream()>>>(
-      static_cast<T*>(y.raw()), bias.data(), y.numel(), c, inner);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <typename T>
-void bias_sums(CudaBackend& b, Tensor& db, const Tensor& dy, int64_t n, int64_t c, int64_t inner) {
-  const BiasValue16<T> value{static_cast<const T*>(dy.raw()), c, inner, dy.numel(),
-                             dy.layout() == Layout::kChannelsLast};
-  channel_sums(b, n, c, inner, value, BiasFinish16{db.data()});
-}
-
-}  // namespace
 
 bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha) {
-  if (!is_16bit(x.dtype()) || !same_form(y, x)) return false;
-  if (x.numel() == 0) return true;
-  if (x.dtype() == DType::kBF16)
-    launch_activation_forward<bf16>(b, y, x, a, alpha);
-  else
-    launch_activation_forward<fp16>(b, y, x, a, alpha);
+  if (!is_float(x.dtype()) || !same_form(y, x)) return false;
+  const int64_t n = x.numel();
+  if (n == 0) return true;
+  by_type(x.dtype(), [&](auto v) {
+    using T = decltype(v);
+    activation_forward_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
+        static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), n, activation_kind(a), alpha);
+  });
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
 bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
                          const Tensor& y, Activation a, float alpha) {
   const Tensor& d = a == Activation::kRelu || a == Activation::kLeakyRelu ? x : y;
-  if (!is_16bit(dy.dtype()) || !same_form(dx, dy) || !same_form(d, dy)) return false;
-  if (dy.numel() == 0) return true;
-  if (dy.dtype() == DType::kBF16)
-    launch_activation_backward<bf16>(b, dx, dy, d, a, alpha);
-  else
-    launch_activation_backward<fp16>(b, dx, dy, d, a, alpha);
+  if (!is_float(dy.dtype()) || !same_form(dx, dy) || !same_form(d, dy)) return false;
+  const int64_t n = dy.numel();
+  if (n == 0) return true;
+  by_type(dy.dtype(), [&](auto v) {
+    using T = decltype(v);
+    activation_backward_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
+        static_cast<T*>(dx.raw()), static_cast<const T*>(dy.raw()), static_cast<const T*>(d.raw()),
+        n, activation_kind(a), alpha);
+  });
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
 bool add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2) {
-  if (!is_16bit(y.dtype()) || !same_form(y, x1) || !same_form(y, x2)) return false;
-  if (y.numel() == 0) return true;
-  if (y.dtype() == DType::kBF16)
-    launch_add<bf16>(b, y, x1, x2);
-  else
-    launch_add<fp16>(b, y, x1, x2);
+  if (!is_float(y.dtype()) || !same_form(y, x1) || !same_form(y, x2)) return false;
+  const int64_t n = y.numel();
+  if (n == 0) return true;
+  by_type(y.dtype(), [&](auto v) {
+    using T = decltype(v);
+    add_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
+        static_cast<T*>(y.raw()), static_cast<const T*>(x1.raw()), static_cast<const T*>(x2.raw()),
+        n);
+  });
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
@@ -330,11 +310,14 @@ bool bias_add(CudaBackend& b, Tensor& y, const Tensor& bias) {
   const int64_t n = y.dim(0), c = y.dim(1);
   expect_numel(bias, c, "bias");
   if (y.numel() == 0) return true;
+  // y seen as (N, C, inner) in memory: a channels-last tensor's channel is its fastest axis.
   const int64_t inner = y.layout() == Layout::kChannelsLast ? 1 : y.numel() / (n * c);
-  if (y.dtype() == DType::kBF16)
-    launch_bias_add<bf16>(b, y, bias, c, inner);
-  else
-    launch_bias_add<fp16>(b, y, bias, c, inner);
+  by_type(y.dtype(), [&](auto v) {
+    using T = decltype(v);
+    bias_add_kernel<T><<<grid_for(y.numel()), kThreads, 0, b.stream()>>>(
+        static_cast<T*>(y.raw()), bias.data(), y.numel(), c, inner);
+  });
+  CUDA_CHECK_LAUNCH();
   return true;
 }
 
@@ -342,14 +325,16 @@ bool bias_backward(CudaBackend& b, Tensor& db, const Tensor& dy) {
   if (!channel_form(dy) || !db.is_f32_plain()) return false;
   const int64_t n = dy.dim(0), c = dy.dim(1);
   expect_numel(db, c, "bias gradient");
-  // The logical (N, C, inner) geometry; BiasValue16 finds a channels-last element's place.
+  // The logical (N, C, inner) geometry; BiasValue finds a channels-last element's place.
   const int64_t inner = n * c == 0 ? 0 : dy.numel() / (n * c);
-  if (dy.dtype() == DType::kBF16)
-    bias_sums<bf16>(b, db, dy, n, c, inner);
-  else
-    bias_sums<fp16>(b, db, dy, n, c, inner);
+  by_type(dy.dtype(), [&](auto v) {
+    using T = decltype(v);
+    const BiasValue<T> value{static_cast<const T*>(dy.raw()), c, inner, dy.numel(),
+                             dy.layout() == Layout::kChannelsLast};
+    channel_sums(b, n, c, inner, value, BiasFinish{db.data()});
+  });
   return true;
 }
 
-}  // namespace cuda16
+}  // namespace typed
 }  // namespace tandem
