@@ -7,6 +7,7 @@
 #include "engine/config.h"
 #include "engine/error.h"
 #include "engine/graph.h"
+#include "tests/engine/config_refusal.h"
 
 namespace tandem {
 namespace {
@@ -25,26 +26,8 @@ train:
   optimizer: {type: sgd, lr: 0.1}
 )";
 
-struct Refusal {
-  std::string cause, hint;
-};
-
-Refusal refusal_of(const std::string& text) {
-  try {
-    Config c = parse_config(text, "bad.yaml");
-    Graph g(c);
-  } catch (const ConfigError& e) {
-    return {e.cause(), e.hint()};
-  }
-  ADD_FAILURE() << "accepted: " << text;
-  return {};
-}
-
 std::string with(const std::string& from, const std::string& to) {
-  std::string s = kGood;
-  const size_t at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return s.replace(at, from.size(), to);
+  return replaced(kGood, from, to);
 }
 
 TEST(ConfigHints, ASeedAtTheTopLevelBelongsUnderTrain) {
