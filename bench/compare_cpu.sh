@@ -9,11 +9,13 @@
 # alternately, ROUNDS times (default 2; the spread between rounds shows the noise), and prints
 # every run's images/s, the best of each, and the ratio tandem/pytorch of the bests.
 #
-# PyTorch runs in its fastest CPU setup on this machine (see bench/README.md):
-#   OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp
+# PyTorch runs in its fastest CPU setup for the CPU it runs on (bench/pytorch_env.sh picks
+# OpenBLAS' kernel: SkylakeX with AVX-512, Zen on AMD without it, Haswell otherwise; the first
+# line printed names the CPU and the kernel; see bench/README.md).
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS,
 # ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR (defaults 100 / 200 / 30),
+# PT_CORETYPE (OpenBLAS' kernel instead of the one chosen, or auto: OpenBLAS' own detection),
 # PT_ARGS (extra pytorch_bench.py flags, e.g. PT_ARGS=--channels-last; default none: NCHW).
 set -u
 cd "$(dirname "$0")/.."
@@ -31,7 +33,7 @@ RUNS=(
   "cifar_bn 128 ${STEPS_CIFAR:-30}"
   "cifar_resnet 128 ${STEPS_CIFAR:-30}"
 )
-PT_ENV=(OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
+source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
 
 have_trainer=1
 if [[ ! -x $TRAINER ]]; then
@@ -55,6 +57,7 @@ EOF
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+echo "$PT_ENV_NOTE"
 echo "threads $THREADS, warm-up $WARMUP steps, $ROUNDS rounds alternating tandem / pytorch;" \
      "load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -13,7 +13,8 @@
 # tandem bf16 / PyTorch's best bf16 (with or without channels_last), tandem bf16 / tandem fp32.
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS
-# (default 2), ROUNDS, WARMUP (default 5), STEPS_LENET / STEPS_CIFAR (defaults 60 / 20).
+# (default 2), ROUNDS, WARMUP (default 5), STEPS_LENET / STEPS_CIFAR (defaults 60 / 20),
+# PT_CORETYPE (as in compare_cpu.sh; bench/pytorch_env.sh picks OpenBLAS' kernel for this CPU).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-5}
 RUNS=("lenet 64 ${STEPS_LENET:-60}" "cifar_cnn 128 ${STEPS_CIFAR:-20}")
-PT_ENV=(OPENBLAS_CORETYPE=SkylakeX LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp)
+source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
 COLUMNS_=(tandem_fp32 tandem_bf16 torch_fp32 torch_bf16 torch_bf16_cl)
 
 # images FILE PRECISION: train images/s of the JSON line of that precision in FILE, or "-".
@@ -47,6 +48,7 @@ PY
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 declare -A got
+echo "$PT_ENV_NOTE"
 echo "threads $THREADS, warm-up $WARMUP steps, $ROUNDS rounds; load average now:" \
      "$(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do

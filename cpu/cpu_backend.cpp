@@ -70,6 +70,22 @@ std::string isa_name(dnnl::cpu_isa isa) {
   }
 }
 
+// oneDNN's instruction-set limit, when the environment sets one: DNNL_MAX_CPU_ISA=AVX2 makes a
+// CPU with AVX-512 run oneDNN's AVX2 kernels, and tandem's own checks (bf16 below) follow the same
+// limit, since they ask oneDNN for the ISA it runs. "" when unset.
+std::string isa_limit() {
+  const char* limit = std::getenv("DNNL_MAX_CPU_ISA");
+  return limit && *limit ? limit : "";
+}
+
+// What the effective ISA owes to that limit, for a message: "" without one.
+std::string isa_limit_note() {
+  const std::string limit = isa_limit();
+  return limit.empty() ? ""
+                       : ", held there by DNNL_MAX_CPU_ISA=" + limit +
+                             ": unset it to use all of the CPU's instructions";
+}
+
 // bf16 only where the CPU has bf16 dot products (AVX512-BF16, or AMX): below that oneDNN would
 // emulate them, slower than fp32, which is not what a user asking for bf16 wants.
 bool cpu_has_bf16() {
@@ -115,9 +131,13 @@ InfoRows CpuBackend::info() const {
                                     "--threads {})",
                                     threads_, omp_get_num_procs(), omp_get_num_procs())
                       : std::to_string(threads_)},
-      {"ISA", isa_name(dnnl::get_effective_cpu_isa())},
+      {"ISA", isa_name(dnnl::get_effective_cpu_isa()) +
+                  (isa_limit().empty() ? "" : " (limited by DNNL_MAX_CPU_ISA=" + isa_limit() + ")")},
       {"bf16", cpu_has_bf16() ? "native (precision: bf16 runs oneDNN's bf16 kernels)"
-                              : "no (no AVX512-BF16 instructions; precision: bf16 is refused)"},
+               : isa_limit().empty()
+                   ? "no (no AVX512-BF16 instructions; precision: bf16 is refused)"
+                   : "no (no AVX512-BF16 instructions within DNNL_MAX_CPU_ISA=" + isa_limit() +
+                         "; precision: bf16 is refused)"},
       {"oneDNN",
        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},
   };
@@ -129,7 +149,7 @@ bool CpuBackend::supports_dtype(DType d, std::string* why_not) const {
     *why_not = d == DType::kF16
                    ? "the CPU computes in fp32 or bf16; fp16 is a GPU precision (use bf16)"
                    : "this CPU has no bf16 instructions (oneDNN runs it as " +
-                         isa_name(dnnl::get_effective_cpu_isa()) +
+                         isa_name(dnnl::get_effective_cpu_isa()) + isa_limit_note() +
                          "; bf16 needs avx512_core_bf16: Cooper Lake, Sapphire Rapids, Zen 4 or "
                          "later), and emulating them would be slower than fp32";
   return false;

@@ -1,5 +1,5 @@
 // Every op on 16-bit (bf16 and fp16, images channels-last) tensors against the double reference,
-// on each backend that computes in that type (the CPU: bf16 only; it skips fp16 with its reason).
+// on each backend that computes in that type (the CPU: bf16 only; its refusal of fp16 is tested).
 //
 // Inputs are rounded to the 16-bit type on the host first and the reference is fed those rounded
 // values, so what is measured is the op's own arithmetic: products of two 16-bit values are exact
@@ -414,11 +414,20 @@ TEST_P(Ops16Test, ChannelConcatenationKeepsTheLogicalOrder) {
   }
 }
 
-// Every backend with every 16-bit type; a pair the backend does not compute in skips with the
-// reason (the CPU's fp16, bf16 on a CPU without AVX512-BF16, a GPU older than the type).
-INSTANTIATE_TEST_SUITE_P(Backends, Ops16Test,
-                         ::testing::Values("cpu_bf16", "gpu_bf16", "cpu_fp16", "gpu_fp16"),
+// Every pair a backend can compute in: bf16 on both, fp16 on the GPU. A pair the machine cannot
+// run skips with the reason (bf16 on a CPU without AVX512-BF16, a GPU older than the type). The
+// CPU never computes in fp16 (precision: fp16 is a GPU precision): that is asserted below, not
+// instantiated to skip.
+INSTANTIATE_TEST_SUITE_P(Backends, Ops16Test, ::testing::Values("cpu_bf16", "gpu_bf16", "gpu_fp16"),
                          backend_param_name);
+
+TEST(Ops16Support, TheCpuRefusesFp16AndNamesBf16Instead) {
+  auto cpu = create_backend("cpu", {});
+  std::string why;
+  EXPECT_FALSE(cpu->supports_dtype(DType::kF16, &why));
+  EXPECT_NE(why.find("fp16 is a GPU precision (use bf16)"), std::string::npos) << why;
+  EXPECT_TRUE(cpu->supports_dtype(DType::kF32, nullptr));
+}
 
 }  // namespace
 }  // namespace tandem::testing

@@ -457,11 +457,14 @@ TEST_F(Parity, Fp32ConvolutionAndGemmDoNotRoundInputsToTf32) {
 }
 
 // precision: tf32 runs every convolution pass and gemm with tensor-core math: results within
-// TF32's rounding (inputs rounded to 10 mantissa bits, ~1e-3 of the output's scale).
+// TF32's rounding. Emulated on the host for exactly these shapes and seeds (inputs rounded to 10
+// mantissa bits, exact products, fp32 sums; rel_error's max |difference| / max |value|), that is
+// 2.2e-4 to 2.7e-4 when the inputs round to nearest and 5.9e-4 to 6.5e-4 when they are truncated,
+// as some tensor-core paths do. The bound, 2e-3, is 3x the truncated case and 8x the nearest.
 using Tf32Gpu = ParityWith<&BackendOptions::tf32>;
 
 TEST_F(Tf32Gpu, ConvolutionAndGemmAgreeWithTheCpuWithinTf32Rounding) {
-  constexpr double kTf32Tol = 1e-2;
+  constexpr double kTf32Tol = 2e-3;
   const Conv2dParams p{1, 1, 1, 1, 1, 1};
   const Shape xs{16, 32, 16, 16}, ws{32, 32, 3, 3};
   Pair x = make(xs, 111), w = make(ws, 112), dy = make(xs, 113);

@@ -305,59 +305,22 @@ TEST(DataParallel, EachProcessDrawsItsOwnDropoutMasksAndTheWeightsStayEqual) {
   EXPECT_NE(masked[0], masked[1]) << "both processes drew the same dropout masks";
 }
 
-TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {
-  const std::string layers =
-      std::string(kPlainLayers)
-          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
-  std::vector<std::vector<float>> stats(2), weights(2);
-  run_processes(2, [&](int rank, Communicator& comm) {
-    SmallRun half(16, layers);
-    TrainOptions options;
-    options.comm = &comm;
-    half.train(options);
-    stats[static_cast<size_t>(rank)] = half.statistics();
-    weights[static_cast<size_t>(rank)] = half.weights();
-  });
-  ASSERT_EQ(stats[0].size(), 8u);  // running mean and variance of 4 channels
-  // Each process saw other samples; without the average their statistics would differ.
-  EXPECT_EQ(stats[0], stats[1]);
-  EXPECT_EQ(weights[0], weights[1]);
-}
-
-// Two batches an epoch for three processes: the third never runs a step, and its statistics,
-// which did not move, are not averaged in. So three processes end as two do.
-TEST(DataParallel, BatchNormStatisticsAverageOnlyTheProcessesThatRanAStep) {
-  const std::string layers =
-      std::string(kPlainLayers)
-          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
-  auto run = [&](int processes) {
-    std::vector<std::vector<float>> stats(static_cast<size_t>(processes));
-    run_processes(processes, [&](int rank, Communicator& comm) {
-      SmallRun part(16, layers, 32);
-      TrainOptions options;
-      options.comm = &comm;
-      part.train(options);
-      stats[static_cast<size_t>(rank)] = part.statistics();
-    });
-    return stats;
-  };
-  const std::vector<std::vector<float>> two = run(2), three = run(3);
-  EXPECT_EQ(three[0], two[0]);
-  EXPECT_EQ(three[2], three[0]);
-}
-
 // "Device sums" as a GPU's NCCL makes them, here made through the communicator on host copies,
-// counted: what the run hands its backend's own library.
+// counted: what the run hands its backend's own library. `given` keeps what each sum was given
+// (its tensors one after the other, before the weight), one entry a call.
 class CountedSums : public DeviceSums {
  public:
-  CountedSums(Communicator& comm, Backend& backend, int* sums, int* broadcasts)
-      : comm_(comm), backend_(backend), sums_(sums), broadcasts_(broadcasts) {}
+  CountedSums(Communicator& comm, Backend& backend, int* sums, int* broadcasts,
+              std::vector<std::vector<float>>* given)
+      : comm_(comm), backend_(backend), sums_(sums), broadcasts_(broadcasts), given_(given) {}
   std::string library() const override { return "CountedSums 1.0"; }
   void sum(const std::vector<Tensor*>& tensors, double weight) override {
     ++*sums_;
+    given_->emplace_back();
     for (Tensor* t : tensors) {
       std::vector<float> v(static_cast<size_t>(t->numel()));
       backend_.download(v.data(), *t);
+      given_->back().insert(given_->back().end(), v.begin(), v.end());
       for (float& x : v) x = weight == 0 ? 0.f : static_cast<float>(x * weight);
       comm_.sum(v.data(), v.size());
       backend_.upload(*t, v.data());
@@ -377,6 +340,7 @@ class CountedSums : public DeviceSums {
   Communicator& comm_;
   Backend& backend_;
   int *sums_, *broadcasts_;
+  std::vector<std::vector<float>>* given_;
 };
 
 // A CPU backend with device sums of its own: offered or not, starting or failing to.
@@ -389,9 +353,10 @@ class BackendWithSums : public CpuBackend {
   }
   std::unique_ptr<DeviceSums> start_device_sums(Communicator& comm) override {
     if (!starts_) throw DeviceError("the sums library could not connect");
-    return std::make_unique<CountedSums>(comm, *this, &sums, &broadcasts);
+    return std::make_unique<CountedSums>(comm, *this, &sums, &broadcasts, &given);
   }
   int sums = 0, broadcasts = 0;
+  std::vector<std::vector<float>> given;  // what each sum was given, in order
 
  private:
   bool offered_, starts_;
@@ -420,6 +385,73 @@ std::vector<std::pair<int, int>> run_with_sums(bool offered_by_second, bool star
   EXPECT_EQ(weights[0], weights[1]);
   EXPECT_EQ(stats[0], stats[1]);
   return counts;
+}
+
+// The batch-norm statistics each process of a run had when the epoch ended, before the average
+// (what it gave the last sum of the run), and what every process holds after it.
+struct EndOfRunStatistics {
+  std::vector<std::vector<float>> before, after;
+};
+
+EndOfRunStatistics statistics_of_run(int processes, int64_t train_size) {
+  const std::string layers =
+      std::string(kPlainLayers)
+          .insert(std::string(kPlainLayers).find("  - relu"), "  - batchnorm\n");
+  EndOfRunStatistics r;
+  r.before.resize(static_cast<size_t>(processes));
+  r.after.resize(static_cast<size_t>(processes));
+  std::vector<std::vector<float>> weights(static_cast<size_t>(processes));
+  run_processes(processes, [&](int rank, Communicator& comm) {
+    auto own = std::make_unique<BackendWithSums>(true, true);
+    BackendWithSums* backend = own.get();
+    SmallRun part(16, layers, train_size, std::move(own));
+    TrainOptions options;
+    options.comm = &comm;
+    part.train(options);
+    const size_t k = static_cast<size_t>(rank);
+    if (!backend->given.empty()) r.before[k] = backend->given.back();  // the run's last sum
+    r.after[k] = part.statistics();
+    weights[k] = part.weights();
+  });
+  for (int k = 1; k < processes; ++k) EXPECT_EQ(weights[static_cast<size_t>(k)], weights[0]);
+  return r;
+}
+
+// The element-wise mean of `of`'s vectors, in double.
+std::vector<double> mean_of(const std::vector<std::vector<float>>& of) {
+  std::vector<double> m(of.at(0).size(), 0.0);
+  for (const std::vector<float>& v : of)
+    for (size_t i = 0; i < m.size(); ++i) m[i] += v.at(i) / static_cast<double>(of.size());
+  return m;
+}
+
+void expect_holds(const std::vector<float>& got, const std::vector<double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6 * std::max(1.0, std::fabs(want[i]))) << "statistic " << i;
+}
+
+TEST(DataParallel, BatchNormStatisticsBecomeTheProcessesAverage) {
+  const EndOfRunStatistics r = statistics_of_run(2, 72);
+  ASSERT_EQ(r.before[0].size(), 8u);  // running mean and variance of 4 channels
+  // Each process saw other samples: its own statistics differ from the other's, so neither one's
+  // (broadcast) would pass for the average.
+  EXPECT_NE(r.before[0], r.before[1]);
+  const std::vector<double> average = mean_of(r.before);
+  for (const std::vector<float>& after : r.after) expect_holds(after, average);
+}
+
+// Two batches an epoch for three processes: the third never runs a step, and its statistics,
+// which did not move, are not averaged in: every process ends with the first two's average.
+TEST(DataParallel, BatchNormStatisticsAverageOnlyTheProcessesThatRanAStep) {
+  const EndOfRunStatistics r = statistics_of_run(3, 32);
+  ASSERT_EQ(r.before[2].size(), 8u);
+  const std::vector<double> movers = mean_of({r.before[0], r.before[1]});
+  const std::vector<double> all = mean_of(r.before);
+  double apart = 0;  // how far the three-way mean is from the two-way one: the test's teeth
+  for (size_t i = 0; i < all.size(); ++i) apart = std::max(apart, std::fabs(all[i] - movers[i]));
+  EXPECT_GT(apart, 1e-3);
+  for (const std::vector<float>& after : r.after) expect_holds(after, movers);
 }
 
 TEST(DataParallel, SumsGoToTheBackendsOwnLibraryWhenEveryProcessHasIt) {
