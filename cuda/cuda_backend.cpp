@@ -231,6 +231,7 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&taken_done_, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&ops_queued_, cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&cudnn_));
     CUDNN_CHECK(cudnnSetStream(cudnn_, stream_));
@@ -271,6 +272,8 @@ void CudaBackend::release() {
   if (host_flag_) cudaFreeHost(host_flag_);
   if (device_flag_) cudaFree(device_flag_);
   if (copy_done_) cudaEventDestroy(copy_done_);
+  if (taken_done_) cudaEventDestroy(taken_done_);
+  taken_done_ = nullptr;
   if (ops_queued_) cudaEventDestroy(ops_queued_);
   ops_queued_ = nullptr;
   if (copy_stream_) cudaStreamDestroy(copy_stream_);
@@ -468,14 +471,28 @@ void CudaBackend::upload_ahead(Tensor& dst, const void* host) {
 
 void CudaBackend::take_uploads() {
   make_current(device_);
-  if (copies_pending_) CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_done_, 0));
+  if (copies_pending_) {
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, copy_done_, 0));
+    // The taken copies' event is kept for wait_taken_uploads(); the next copy records the other.
+    // Copies on one stream finish in order, so the newest taken event covers any older one.
+    std::swap(copy_done_, taken_done_);
+    taken_pending_ = true;
+  }
   copies_pending_ = false;
   CUDA_CHECK(cudaEventRecord(ops_queued_, stream_));
   taken_ = true;
 }
 
+void CudaBackend::wait_taken_uploads() {
+  if (!taken_pending_) return;
+  make_current(device_);
+  CUDA_CHECK(cudaEventSynchronize(taken_done_));
+  taken_pending_ = false;
+}
+
 void CudaBackend::wait_copies() {
   if (copies_pending_) CUDA_CHECK(cudaEventSynchronize(copy_done_));
+  wait_taken_uploads();
 }
 
 void CudaBackend::download(void* host, const Tensor& src) {

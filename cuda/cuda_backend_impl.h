@@ -101,6 +101,7 @@ class CudaBackend : public Backend {
   void upload(Tensor& dst, const void* host) override;
   void upload_ahead(Tensor& dst, const void* host) override;
   void take_uploads() override;
+  void wait_taken_uploads() override;
   void download(void* host, const Tensor& src) override;
   void download_later(void* host, const Tensor& src) override;
   void wait_downloads() override;
@@ -217,6 +218,8 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;       // every op
   cudaStream_t copy_stream_ = nullptr;  // upload_ahead's copies, beside the ops
   cudaEvent_t copy_done_ = nullptr;     // recorded after the last of them
+  cudaEvent_t taken_done_ = nullptr;    // copy_done_ of the copies the last take_uploads() took
+  bool taken_pending_ = false;          // the host has not waited for taken_done_ yet
   cudaEvent_t ops_queued_ = nullptr;    // on stream_ at take_uploads(): the copies wait for it
   bool taken_ = false;                  // ops_queued_ was recorded (take_uploads was called)
   bool copies_pending_ = false;         // copies that stream_ does not wait for yet

@@ -162,12 +162,16 @@ class Backend {
   // that it overlaps the ops queued since the last take_uploads(): the copy waits for the ops
   // queued before that call (one may still use dst's memory: the buffer the copy before filled
   // was read until then), or for every op queued so far when take_uploads() was never called.
-  // The ops queued after the next take_uploads() wait for the copy; `host` may be read until the
-  // next synchronize() or download().
+  // The ops queued after the next take_uploads() wait for the copy; `host` may be read until
+  // wait_taken_uploads() after that take_uploads(), or the next synchronize() or download().
   virtual void upload_ahead(Tensor& dst, const void* host) { upload(dst, host); }
   // The buffers of upload_ahead's copies become the ops': the ops queued from now on wait for
   // those copies, and the ops queued so far are the ones the next copy waits for.
   virtual void take_uploads() {}
+  // The host waits until the copies the last take_uploads() took have read their host memory,
+  // which the caller may then refill (cheap in practice: they ran beside the step before). The
+  // copies queued since are not waited for.
+  virtual void wait_taken_uploads() {}
   virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
   // Like download(), into allocate_host memory, but queued like an op: `host` holds src's values
   // once wait_downloads() returns (or the next synchronize() or download()), and the ops queued

@@ -499,6 +499,9 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       // The next batch's upload runs beside this step (after the diagnosis above, which may need
       // the last batch's buffers).
       if (b + 1 < batches && !out_of_steps(global_step + 1)) {
+        // queue.next() hands the buffer of this step's batch back to be refilled: its upload
+        // (taken at the step's start) must have read it. Long done: it ran beside the step before.
+        backend.wait_taken_uploads();
         const BatchQueue::Batch next = queue.next();
         step.upload_next(next.n, next.images, next.labels);
         ahead = true;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 
 #include "engine/backend_registry.h"
 #include "engine/error.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct Counts {
   int uploads = 0, downloads = 0, synchronizes = 0, nonfinite_counts = 0, gradient_norms = 0;
+  int uploads_ahead = 0;
 };
 
 // Every op goes to `inner`; the transfers and waits are counted on the way.
@@ -37,11 +39,29 @@ class CountingBackend : public Backend {
   }
   void upload_ahead(Tensor& dst, const void* host) override {
     ++counts.uploads;
+    ++counts.uploads_ahead;
+    queued_.insert(host);
     in_.upload_ahead(dst, host);
   }
-  void take_uploads() override { in_.take_uploads(); }
+  void take_uploads() override {
+    taken_.insert(queued_.begin(), queued_.end());
+    queued_.clear();
+    in_.take_uploads();
+  }
+  void wait_taken_uploads() override {
+    taken_.clear();
+    in_.wait_taken_uploads();
+  }
+  // Whether an upload_ahead copy may still be reading `host` by the contract of backend.h: the
+  // host has not waited for it (wait_taken_uploads after its take_uploads, a synchronize or a
+  // download). On a GPU such a copy runs on a stream of its own, beside the ops.
+  bool copy_may_read(const void* host) const {
+    return queued_.count(host) != 0 || taken_.count(host) != 0;
+  }
   void download(void* host, const Tensor& src) override {
     ++counts.downloads;
+    queued_.clear();
+    taken_.clear();
     in_.download(host, src);
   }
   void download_later(void* host, const Tensor& src) override {
@@ -53,6 +73,8 @@ class CountingBackend : public Backend {
   void copy(Tensor& dst, const Tensor& src) override { in_.copy(dst, src); }
   void synchronize() override {
     ++counts.synchronizes;
+    queued_.clear();
+    taken_.clear();
     in_.synchronize();
   }
   size_t peak_memory_bytes() const override { return in_.peak_memory_bytes(); }
@@ -162,17 +184,23 @@ class CountingBackend : public Backend {
 
  private:
   Backend& in_;
+  std::set<const void*> queued_, taken_;  // upload_ahead's host memory, not yet waited for
 };
 
-// `batches` batches of 8 samples of `sample` floats, fixed by the batch's index.
+// `batches` batches of 8 samples of `sample` floats, fixed by the batch's index. With a guard, it
+// counts the refills of host memory that an upload of the guard may still be reading.
 class FixedSource : public BatchSource {
  public:
-  FixedSource(int64_t sample, int64_t batches, int classes)
-      : sample_(sample), batches_(batches), classes_(classes) {}
+  FixedSource(int64_t sample, int64_t batches, int classes,
+              const CountingBackend* guard = nullptr)
+      : sample_(sample), batches_(batches), classes_(classes), guard_(guard) {}
+  mutable int refills_under_copy = 0;
   int64_t size() const override { return 8 * batches_; }
   int64_t batches_per_epoch() const override { return batches_; }
   void start_epoch(int64_t) override {}
   int64_t fill(int64_t b, float* images, int32_t* labels) const override {
+    if (guard_ && (guard_->copy_may_read(images) || guard_->copy_may_read(labels)))
+      ++refills_under_copy;
     const auto batch = static_cast<uint64_t>(b);
     for (int64_t i = 0; i < 8 * sample_; ++i)
       images[i] = static_cast<float>(philox_normal(5, batch, static_cast<uint64_t>(i)));
@@ -185,6 +213,7 @@ class FixedSource : public BatchSource {
  private:
   int64_t sample_, batches_;
   int classes_;
+  const CountingBackend* guard_;
 };
 
 // Every kind of layer that has a backward, two of them with parameters of their own state
@@ -240,6 +269,24 @@ TEST_P(Transfers, EachStepUploadsItsBatchAndDownloadsItsMetricsOnly) {
   EXPECT_EQ(few.downloads, 2 * 6);
   EXPECT_LE(few.synchronizes, 2 * 2);
   EXPECT_EQ(few.nonfinite_counts, 2);
+}
+
+// The batch after the current one is uploaded beside the current step from a host buffer of the
+// batch queue; the queue refills a buffer once the trainer asks for a later batch. No buffer may
+// be refilled while its upload may still read it (on a GPU: a copy stream beside the ops).
+TEST_P(Transfers, ABatchBufferIsRefilledOnlyOnceItsUploadHasReadIt) {
+  Config config = parse_config(kModel, "transfers.yaml");
+  CountingBackend counted(be());
+  Graph graph(config);
+  std::unique_ptr<Loss> loss = make_loss(config.loss);
+  graph.allocate(counted, config.train.batch_size, config.train.seed);
+  FixedSource data(graph.input_shape().numel(), 6, static_cast<int>(graph.classes()), &counted);
+  TrainOptions options;
+  options.progress = false;
+  options.data_workers = 0;  // one buffer, refilled as the trainer asks for the next batch
+  train(config, graph, *loss, counted, data, nullptr, options);
+  EXPECT_EQ(counted.counts.uploads_ahead, 2 * 2 * 5);  // images and labels, 5 of 6 steps, 2 epochs
+  EXPECT_EQ(data.refills_under_copy, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Transfers, ::testing::Values("cpu", "gpu"),
