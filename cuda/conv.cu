@@ -82,30 +82,37 @@ bool tensor_ops(const CudaBackend& be, const ConvEntry& e) {
   return conv_tensor_ops(be.options().tf32, is_16bit(e.dtype));
 }
 
-// The best-ranked of cuDNN's results (`got` of `perf`) that the options allow
-// (choose_conv_candidate); `workspace_of(algo, &bytes)` is the pass's workspace query, asked with
-// each candidate's run math type set on the descriptor, since the size depends on it. Returns the
-// algorithm and leaves its math type and workspace in *math and *ws.
+// Gathers the pass's candidates from cuDNN's results (`got` of `perf`) into *c, in the order they
+// are tried (conv_candidate_order); `workspace_of(algo, &bytes)` is the pass's workspace query,
+// asked with each candidate's run math type set on the descriptor, since the size depends on it.
+// `accumulate_once`: a 16-bit weight gradient, whose deterministic candidates come first.
 template <typename Perf, typename Query>
-auto pick(const CudaBackend& be, const ConvEntry& e, const char* pass, const std::vector<Perf>& perf,
-          int got, Query workspace_of, cudnnMathType_t* math, size_t* ws) {
+void gather(const CudaBackend& be, const ConvEntry& e, const std::vector<Perf>& perf, int got,
+            Query workspace_of, bool accumulate_once, ConvPass* c) {
   const BackendOptions& o = be.options();
   const bool ops = tensor_ops(be, e);
   std::vector<ConvCandidate> ranked(static_cast<size_t>(got));
   for (int i = 0; i < got; ++i) {
-    ConvCandidate& c = ranked[i];
-    c.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
-    c.math = static_cast<ConvMath>(static_cast<int>(perf[i].mathType));
-    c.ok = perf[i].status == CUDNN_STATUS_SUCCESS &&
-           cudnnSetConvolutionMathType(e.conv, to_cudnn(conv_run_math(c.math, ops))) ==
+    ConvCandidate& r = ranked[i];
+    r.deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+    r.math = static_cast<ConvMath>(static_cast<int>(perf[i].mathType));
+    r.ok = perf[i].status == CUDNN_STATUS_SUCCESS &&
+           cudnnSetConvolutionMathType(e.conv, to_cudnn(conv_run_math(r.math, ops))) ==
                CUDNN_STATUS_SUCCESS &&
-           workspace_of(perf[i].algo, &c.workspace) == CUDNN_STATUS_SUCCESS;
+           workspace_of(perf[i].algo, &r.workspace) == CUDNN_STATUS_SUCCESS;
   }
-  const int best = choose_conv_candidate(ranked, o.deterministic, ops, o.workspace_bytes);
-  if (best < 0) no_algorithm(pass, e, o);
-  *math = to_cudnn(conv_run_math(ranked[best].math, ops));
-  *ws = ranked[best].workspace;
-  return perf[best].algo;
+  c->algos.clear(), c->maths.clear(), c->workspaces.clear();
+  for (int i : conv_candidate_order(ranked, o.deterministic, ops, o.workspace_bytes,
+                                    accumulate_once)) {
+    c->algos.push_back(static_cast<int>(perf[i].algo));
+    c->maths.push_back(to_cudnn(conv_run_math(ranked[i].math, ops)));
+    c->workspaces.push_back(ranked[i].workspace);
+  }
+  c->at = 0;
+  c->ran = false;
+  c->ranked = true;
+  // Tests (BackendOptions::conv16_in_fp32): a 16-bit pass as if cuDNN offered it nothing.
+  if (o.conv16_in_fp32 && is_16bit(e.dtype)) c->at = c->algos.size();
 }
 
 // The descriptor's math type for cuDNN's ranking (conv_entry's): the pass run before may have
@@ -168,7 +175,7 @@ void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, voi
     return cudnnGetConvolutionForwardWorkspaceSize(be.cudnn(), e.x, e.w, e.conv, e.y, a, ws);
   };
   std::vector<cudnnConvolutionFwdAlgoPerf_t> perf;
-  e.fwd_timed = rank(
+  e.fwd.timed = rank(
       be, e, "forward", max_count,
       [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionFwdAlgoPerf_t* out) {
         return cudnnFindConvolutionForwardAlgorithmEx(be.cudnn(), e.x, x, e.w, w, e.conv, e.y, y,
@@ -179,8 +186,7 @@ void choose_fwd(CudaBackend& be, ConvEntry& e, const void* x, const void* w, voi
                                                       out);
       },
       query, &perf, &got);
-  e.fwd = pick(be, e, "forward", perf, got, query, &e.fwd_math, &e.fwd_ws);
-  e.has_fwd = true;
+  gather(be, e, perf, got, query, false, &e.fwd);
 }
 
 void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* dy, void* dx) {
@@ -190,7 +196,7 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* d
     return cudnnGetConvolutionBackwardDataWorkspaceSize(be.cudnn(), e.w, e.y, e.conv, e.x, a, ws);
   };
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf;
-  e.bwd_data_timed = rank(
+  e.bwd_data.timed = rank(
       be, e, "backward-data", max_count,
       [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionBwdDataAlgoPerf_t* out) {
         return cudnnFindConvolutionBackwardDataAlgorithmEx(be.cudnn(), e.w, w, e.y, dy, e.conv,
@@ -201,8 +207,7 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* d
                                                            count, n, out);
       },
       query, &perf, &got);
-  e.bwd_data = pick(be, e, "backward-data", perf, got, query, &e.bwd_data_math, &e.bwd_data_ws);
-  e.has_bwd_data = true;
+  gather(be, e, perf, got, query, false, &e.bwd_data);
 }
 
 void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void* dy, void* dw) {
@@ -212,7 +217,7 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void*
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(be.cudnn(), e.x, e.y, e.conv, e.w, a, ws);
   };
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf;
-  e.bwd_filter_timed = rank(
+  e.bwd_filter.timed = rank(
       be, e, "backward-filter", max_count,
       [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionBwdFilterAlgoPerf_t* out) {
         return cudnnFindConvolutionBackwardFilterAlgorithmEx(be.cudnn(), e.x, x, e.y, dy, e.conv,
@@ -223,9 +228,57 @@ void choose_bwd_filter(CudaBackend& be, ConvEntry& e, const void* x, const void*
                                                              count, n, out);
       },
       query, &perf, &got);
-  e.bwd_filter =
-      pick(be, e, "backward-filter", perf, got, query, &e.bwd_filter_math, &e.bwd_filter_ws);
-  e.has_bwd_filter = true;
+  gather(be, e, perf, got, query, is_16bit(e.dtype), &e.bwd_filter);
+}
+
+// Runs the pass with its candidate in use, `call(algo, workspace, bytes)` being the cuDNN call;
+// a candidate cuDNN refuses at its first call is passed over for the next (conv_takes_next), with
+// a warning. Returns false when none is left: the caller falls back to fp32 (16-bit data) or
+// refuses (conv_when_none_left).
+template <typename Call>
+bool run_pass(CudaBackend& be, ConvEntry& e, ConvPass& c, const char* pass,
+              std::string (*algo_name)(int), Call call) {
+  while (!c.none_left()) {
+    void* ws = be.workspace(c.workspace());
+    CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, c.math()));  // one descriptor, three passes
+    const cudnnStatus_t status = call(c.algo(), ws, c.workspace());
+    if (status == CUDNN_STATUS_SUCCESS) {
+      c.ran = true;
+      return true;
+    }
+    // cuDNN 9 reports a refusal by its category: NOT_SUPPORTED_SHAPE, _LAYOUT, ... are 30xx.
+    const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
+    const ConvCall answer = category == CUDNN_STATUS_NOT_SUPPORTED ||
+                                    category == CUDNN_STATUS_EXECUTION_FAILED
+                                ? ConvCall::kRefused
+                                : ConvCall::kFailed;
+    if (!conv_takes_next(answer, c.ran)) CUDNN_CHECK(status);
+    log_warning(std::string("cuDNN refused its ") + pass + " algorithm " + algo_name(c.algo()) +
+                " for conv2d " + e.shape + " (" + cudnnGetErrorString(status) +
+                "); taking the next one it ranked");
+    ++c.at;
+  }
+  return false;
+}
+
+std::string fwd_name(int a) { return conv_fwd_algo_name(static_cast<cudnnConvolutionFwdAlgo_t>(a)); }
+std::string bwd_data_name(int a) {
+  return conv_bwd_data_algo_name(static_cast<cudnnConvolutionBwdDataAlgo_t>(a));
+}
+std::string bwd_filter_name(int a) {
+  return conv_bwd_filter_algo_name(static_cast<cudnnConvolutionBwdFilterAlgo_t>(a));
+}
+
+// A pass whose candidates are used up: 16-bit data marks it to compute in fp32 from now on (and
+// says so once, and in --log-placement); fp32 data is refused with the fix.
+void none_left(CudaBackend& be, ConvEntry& e, ConvPass& c, const char* pass) {
+  if (conv_when_none_left(is_16bit(e.dtype)) == ConvFallback::kRefuse)
+    no_algorithm(pass, e, be.options());
+  c.fp32 = true;
+  if (!be.options().conv16_in_fp32)
+    log_warning(std::string("cuDNN offers no ") + dtype_name(e.dtype) + " " + pass +
+                " algorithm for conv2d " + e.shape + ": that pass computes in fp32 on converted "
+                "copies (slower; the results are as accurate)");
 }
 
 // The compute form of a convolution whose activations are a and b (x and y forward, dy and dx
@@ -252,37 +305,56 @@ std::string math_16bit(const ConvEntry& e, cudnnMathType_t math) {
 
 }  // namespace
 
-std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e,
-                                        const std::string& algo, bool timed,
-                                        size_t workspace) const {
-  const cudnnMathType_t math = std::string(pass) == "fwd"        ? e.fwd_math
-                               : std::string(pass) == "bwd_data" ? e.bwd_data_math
-                                                                 : e.bwd_filter_math;
+std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e, const ConvPass& c,
+                                        const std::string& algo) const {
   return "conv2d " + std::string(pass) + " " + e.shape + " -> cuDNN " + algo +
-         (timed ? " (timed)" : " (heuristic)") + ", workspace " + format_bytes(workspace) +
-         (is_16bit(e.dtype) ? math_16bit(e, math)
+         (c.timed ? " (timed)" : " (heuristic)") + ", workspace " + format_bytes(c.workspace()) +
+         (is_16bit(e.dtype) ? math_16bit(e, c.math())
           : options_.tf32   ? ", TF32"
                             : ", FP32") +
-         (options_.deterministic ? ", deterministic" : "");
+         (options_.deterministic ? ", deterministic" : "") +
+         (c.at > 0 ? ", candidate " + std::to_string(c.at + 1) + " (cuDNN refused the first)" : "");
 }
+
+namespace {
+
+constexpr ConvForm kFp32Form{DType::kF32, Layout::kPlain};
+
+// ", in fp32: ..." for the placement line of a pass that a 16-bit run computes in fp32 (the entry
+// whose candidates were used up), "" otherwise.
+std::string fp32_note(const ConvEntry* low) {
+  return low ? std::string(", in fp32 on converted copies: cuDNN offers no ") +
+                   dtype_name(low->dtype) + " algorithm for " + low->shape
+             : "";
+}
+
+}  // namespace
 
 // x (N,C,H,W), w (K,C,R,S), b (K) or null -> y (N,K,P,Q).
 void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                                  const Conv2dParams& p) {
-  const ConvForm f = conv_form(x, y);
-  ConvEntry& e = conv_entry(x, w, y, p, f.dtype);
   if (b) expect_numel(*b, w.dim(0), "conv2d bias");
+  ConvForm f = conv_form(x, y);
+  const ConvEntry* low = nullptr;  // the 16-bit entry, when this pass computes in fp32
+  if (is_16bit(f.dtype)) {
+    ConvEntry& e16 = conv_entry(x, w, y, p, f.dtype);
+    if (e16.fwd.fp32) low = &e16, f = kFp32Form;
+  }
+  ConvEntry& e = conv_entry(x, w, y, p, f.dtype);
   // In fp32 (every tensor fp32 plain) each stand-in is its tensor: no copy.
   StandIn sx(*this, x, f.dtype, f.layout, true, false),
       sw(*this, w, f.dtype, f.layout, true, false), sy(*this, y, f.dtype, f.layout, false, true);
-  if (!e.has_fwd) choose_fwd(*this, e, sx.get().raw(), sw.get().raw(), sy.get().raw());
-  if (tracing())
-    placed(conv_placement("fwd", e, conv_fwd_algo_name(e.fwd), e.fwd_timed, e.fwd_ws));
-  void* ws = workspace(e.fwd_ws);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.fwd_math));  // one descriptor, three passes
+  if (!e.fwd.ranked) choose_fwd(*this, e, sx.get().raw(), sw.get().raw(), sy.get().raw());
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionForward(cudnn_, &one, e.x, sx.get().raw(), e.w, sw.get().raw(),
-                                      e.conv, e.fwd, ws, e.fwd_ws, &zero, e.y, sy.get().raw()));
+  if (!run_pass(*this, e, e.fwd, "forward", fwd_name, [&](int algo, void* ws, size_t bytes) {
+        return cudnnConvolutionForward(cudnn_, &one, e.x, sx.get().raw(), e.w, sw.get().raw(),
+                                       e.conv, static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws,
+                                       bytes, &zero, e.y, sy.get().raw());
+      })) {
+    none_left(*this, e, e.fwd, "forward");
+    return conv2d_forward(y, x, w, b, p);  // the pass in fp32 now
+  }
+  if (tracing()) placed(conv_placement("fwd", e, e.fwd, fwd_name(e.fwd.algo())) + fp32_note(low));
   if (!is_16bit(f.dtype)) {
     if (b) CUDNN_CHECK(cudnnAddTensor(cudnn_, &one, e.bias, b->data(), &one, e.y, sy.get().raw()));
     return sy.finish();
@@ -297,20 +369,31 @@ void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, co
 // dx (N,C,H,W) from dy (N,K,P,Q) and w (K,C,R,S).
 void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
                                        const Conv2dParams& p) {
-  const ConvForm f = conv_form(dy, dx);
+  ConvForm f = conv_form(dy, dx);
+  const ConvEntry* low = nullptr;
+  if (is_16bit(f.dtype)) {
+    ConvEntry& e16 = conv_entry(dx, w, dy, p, f.dtype);
+    if (e16.bwd_data.fp32) low = &e16, f = kFp32Form;
+  }
   ConvEntry& e = conv_entry(dx, w, dy, p, f.dtype);
   StandIn sdy(*this, dy, f.dtype, f.layout, true, false),
       sw(*this, w, f.dtype, f.layout, true, false), sdx(*this, dx, f.dtype, f.layout, false, true);
-  if (!e.has_bwd_data) choose_bwd_data(*this, e, sw.get().raw(), sdy.get().raw(), sdx.get().raw());
-  if (tracing())
-    placed(conv_placement("bwd_data", e, conv_bwd_data_algo_name(e.bwd_data), e.bwd_data_timed,
-                          e.bwd_data_ws));
-  void* ws = workspace(e.bwd_data_ws);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_data_math));
+  if (!e.bwd_data.ranked)
+    choose_bwd_data(*this, e, sw.get().raw(), sdy.get().raw(), sdx.get().raw());
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(cudnn_, &one, e.w, sw.get().raw(), e.y, sdy.get().raw(),
-                                           e.conv, e.bwd_data, ws, e.bwd_data_ws, &zero, e.x,
-                                           sdx.get().raw()));
+  if (!run_pass(*this, e, e.bwd_data, "backward-data", bwd_data_name,
+                [&](int algo, void* ws, size_t bytes) {
+                  return cudnnConvolutionBackwardData(
+                      cudnn_, &one, e.w, sw.get().raw(), e.y, sdy.get().raw(), e.conv,
+                      static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes, &zero, e.x,
+                      sdx.get().raw());
+                })) {
+    none_left(*this, e, e.bwd_data, "backward-data");
+    return conv2d_backward_data(dx, dy, w, p);
+  }
+  if (tracing())
+    placed(conv_placement("bwd_data", e, e.bwd_data, bwd_data_name(e.bwd_data.algo())) +
+           fp32_note(low));
   sdx.finish();
 }
 
@@ -319,25 +402,36 @@ void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tenso
 // 16 bits: cuDNN's convolution API takes the filter gradient only in the type of x and dy (its
 // PSEUDO_HALF / PSEUDO_BFLOAT16 configurations), so dw is computed, with fp32 accumulation, into
 // a 16-bit (K,R,S,C) stand-in and converted into the fp32 dw: rounded to 16 bits once, as
-// PyTorch's autocast convolutions also return their weight gradient in 16 bits.
+// PyTorch's autocast convolutions also return their weight gradient in 16 bits. The deterministic
+// candidates are tried first, since they round each weight once (conv_candidate_order).
 void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
                                          const Conv2dParams& p) {
-  const ConvForm f = conv_form(dy, x);
+  ConvForm f = conv_form(dy, x);
+  const ConvEntry* low = nullptr;
+  if (is_16bit(f.dtype)) {
+    ConvEntry& e16 = conv_entry(x, dw, dy, p, f.dtype);
+    if (e16.bwd_filter.fp32) low = &e16, f = kFp32Form;
+  }
   ConvEntry& e = conv_entry(x, dw, dy, p, f.dtype);
   StandIn sx(*this, x, f.dtype, f.layout, true, false),
       sdy(*this, dy, f.dtype, f.layout, true, false),
       sdw(*this, dw, f.dtype, f.layout, false, true);
-  if (!e.has_bwd_filter)
+  if (!e.bwd_filter.ranked)
     choose_bwd_filter(*this, e, sx.get().raw(), sdy.get().raw(), sdw.get().raw());
-  if (tracing())
-    placed(conv_placement("bwd_filter", e, conv_bwd_filter_algo_name(e.bwd_filter),
-                          e.bwd_filter_timed, e.bwd_filter_ws));
-  void* ws = workspace(e.bwd_filter_ws);
-  CUDNN_CHECK(cudnnSetConvolutionMathType(e.conv, e.bwd_filter_math));
   const float one = 1.f, zero = 0.f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(cudnn_, &one, e.x, sx.get().raw(), e.y,
-                                             sdy.get().raw(), e.conv, e.bwd_filter, ws,
-                                             e.bwd_filter_ws, &zero, e.w, sdw.get().raw()));
+  if (!run_pass(*this, e, e.bwd_filter, "backward-filter", bwd_filter_name,
+                [&](int algo, void* ws, size_t bytes) {
+                  return cudnnConvolutionBackwardFilter(
+                      cudnn_, &one, e.x, sx.get().raw(), e.y, sdy.get().raw(), e.conv,
+                      static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, &zero, e.w,
+                      sdw.get().raw());
+                })) {
+    none_left(*this, e, e.bwd_filter, "backward-filter");
+    return conv2d_backward_filter(dw, dy, x, p);
+  }
+  if (tracing())
+    placed(conv_placement("bwd_filter", e, e.bwd_filter, bwd_filter_name(e.bwd_filter.algo())) +
+           fp32_note(low));
   sdw.finish();
 }
 

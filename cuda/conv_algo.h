@@ -33,22 +33,62 @@ inline ConvMath conv_run_math(ConvMath candidate, bool tensor_ops) {
   return tensor_ops ? candidate : ConvMath::kFma;
 }
 
-// Index of the best-ranked candidate that succeeded, is deterministic when asked, uses no
+// Whether the rules take a candidate: it succeeded, is deterministic when asked, uses no
 // tensor-op math unless allowed (conv_tensor_ops: TF32 for fp32 data, the 16-bit type's own for
-// bf16 and fp16 data), never converts its data down, and whose workspace fits the limit; -1 when
-// there is none.
+// bf16 and fp16 data), never converts its data down, and its workspace fits the limit.
+inline bool conv_candidate_qualifies(const ConvCandidate& c, bool deterministic, bool tensor_ops,
+                                     size_t workspace_limit) {
+  if (!c.ok || (deterministic && !c.deterministic) || c.workspace > workspace_limit) return false;
+  if (!tensor_ops && c.math != ConvMath::kFma && c.math != ConvMath::kDefault) return false;
+  // ALLOW_CONVERSION may round fp32 data down to fp16, coarser than TF32 (and bf16 data to
+  // fp16, a narrower range): never taken.
+  return c.math != ConvMath::kTensorOpAllowConversion;
+}
+
+// The indices of every candidate that qualifies, in the order they are tried: cuDNN's ranking,
+// except that with `accumulate_once` (a 16-bit weight gradient) the deterministic ones come first.
+// cuDNN's non-deterministic backward-filter algorithms split the sum over N*P*Q and add the parts
+// into the output in the output's type, so a 16-bit dw would be rounded once per part; the
+// deterministic ones sum each weight in fp32 and round it once. The others stay as later choices.
+// The first is taken; the next when cuDNN refuses one at its first call (conv_refusal).
+inline std::vector<int> conv_candidate_order(const std::vector<ConvCandidate>& ranked,
+                                             bool deterministic, bool tensor_ops,
+                                             size_t workspace_limit, bool accumulate_once = false) {
+  std::vector<int> first, later;
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    if (!conv_candidate_qualifies(ranked[i], deterministic, tensor_ops, workspace_limit)) continue;
+    (accumulate_once && !ranked[i].deterministic ? later : first).push_back(static_cast<int>(i));
+  }
+  first.insert(first.end(), later.begin(), later.end());
+  return first;
+}
+
+// Index of the best-ranked candidate that qualifies; -1 when there is none.
 inline int choose_conv_candidate(const std::vector<ConvCandidate>& ranked, bool deterministic,
                                  bool tensor_ops, size_t workspace_limit) {
-  for (size_t i = 0; i < ranked.size(); ++i) {
-    const ConvCandidate& c = ranked[i];
-    if (!c.ok || (deterministic && !c.deterministic) || c.workspace > workspace_limit) continue;
-    if (!tensor_ops && c.math != ConvMath::kFma && c.math != ConvMath::kDefault) continue;
-    // ALLOW_CONVERSION may round fp32 data down to fp16, coarser than TF32 (and bf16 data to
-    // fp16, a narrower range): never taken.
-    if (c.math == ConvMath::kTensorOpAllowConversion) continue;
-    return static_cast<int>(i);
-  }
-  return -1;
+  const std::vector<int> order =
+      conv_candidate_order(ranked, deterministic, tensor_ops, workspace_limit);
+  return order.empty() ? -1 : order.front();
+}
+
+// What a candidate's call answered (conv.cu maps cuDNN's status to it).
+enum class ConvCall { kDone, kRefused, kFailed };
+
+// Whether the pass moves on to its next candidate after a call: when cuDNN refused a candidate
+// at its first call (CUDNN_STATUS_NOT_SUPPORTED or CUDNN_STATUS_EXECUTION_FAILED). A ranking
+// without trial runs (heuristic mode) can offer a kernel the call then rejects, e.g. a tensor-op
+// kernel for rows it cannot align. Any other failure, or a refusal from a candidate that has run
+// before, is an error, not a choice.
+inline bool conv_takes_next(ConvCall call, bool ran_before) {
+  return call == ConvCall::kRefused && !ran_before;
+}
+
+// What a convolution pass does when its candidates are used up: 16-bit data computes that pass in
+// fp32 on NCHW stand-ins (the first convolution's path), since cuDNN may have no 16-bit kernel
+// for a shape (channels not a multiple of 8); fp32 data has nowhere further to go.
+enum class ConvFallback { kFp32, kRefuse };
+inline ConvFallback conv_when_none_left(bool sixteen_bit_data) {
+  return sixteen_bit_data ? ConvFallback::kFp32 : ConvFallback::kRefuse;
 }
 
 }  // namespace tandem

@@ -346,16 +346,21 @@ std::vector<std::string> CudaBackend::placement_log() const {
                                                      e->dtype == DType::kBF16 ? "BF16" : "FP16")
                                        : math;
     std::string s = "conv2d " + e->shape + ": cuDNN";
-    auto pass = [&](const char* name, const std::string& algo, bool timed, size_t ws) {
-      s += std::string(name) + algo + (timed ? " (timed" : " (heuristic") + ", workspace " +
-           format_bytes(ws) + ")";
+    auto pass = [&](const char* name, const ConvPass& c, const std::string& algo) {
+      if (c.fp32) {  // 16-bit data without a 16-bit algorithm: the fp32 entry's line has it
+        s += std::string(name) + "in fp32 (no " + dtype_name(e->dtype) + " algorithm)";
+      } else if (c.in_use()) {
+        s += std::string(name) + algo + (c.timed ? " (timed" : " (heuristic") + ", workspace " +
+             format_bytes(c.workspace()) + ")";
+      }
     };
-    if (e->has_fwd) pass(" fwd ", conv_fwd_algo_name(e->fwd), e->fwd_timed, e->fwd_ws);
-    if (e->has_bwd_data)
-      pass(", bwd_data ", conv_bwd_data_algo_name(e->bwd_data), e->bwd_data_timed, e->bwd_data_ws);
-    if (e->has_bwd_filter)
-      pass(", bwd_filter ", conv_bwd_filter_algo_name(e->bwd_filter), e->bwd_filter_timed,
-           e->bwd_filter_ws);
+    auto at = [](const ConvPass& c) { return c.in_use() ? c.algo() : 0; };
+    pass(" fwd ", e->fwd, conv_fwd_algo_name(static_cast<cudnnConvolutionFwdAlgo_t>(at(e->fwd))));
+    pass(", bwd_data ", e->bwd_data,
+         conv_bwd_data_algo_name(static_cast<cudnnConvolutionBwdDataAlgo_t>(at(e->bwd_data))));
+    pass(", bwd_filter ", e->bwd_filter,
+         conv_bwd_filter_algo_name(
+             static_cast<cudnnConvolutionBwdFilterAlgo_t>(at(e->bwd_filter))));
     lines.push_back(s + ", " + entry_math + (options_.deterministic ? ", deterministic" : ""));
   }
   lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));

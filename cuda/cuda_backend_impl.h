@@ -50,6 +50,26 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
 // Descriptors and algorithms of one convolution shape, parameter set and compute dtype (chosen
 // once). fp32 convolutions take NCHW tensors; bf16 and fp16 ones NHWC tensors and a (K,R,S,C)
 // filter of their dtype, with fp32 accumulation (the descriptor's compute type FLOAT).
+// One pass of a convolution shape: cuDNN's candidates that qualify, in the order they are tried
+// (conv_algo.h), and the one in use. Each is an algorithm of the pass's enum, the math type it
+// runs with (set on the descriptor before every call: the passes share it) and its workspace.
+struct ConvPass {
+  bool ranked = false;      // the candidates were gathered (at the pass's first call)
+  bool timed = false;       // by cudnnFind*, not heuristics
+  bool ran = false;         // the candidate in use has run once
+  bool fp32 = false;        // 16-bit data, no candidate left: the pass computes in fp32 (conv.cu)
+  std::vector<int> algos;   // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  std::vector<cudnnMathType_t> maths;
+  std::vector<size_t> workspaces;
+  size_t at = 0;            // the candidate in use
+  bool none_left() const { return at >= algos.size(); }
+  int algo() const { return algos[at]; }
+  cudnnMathType_t math() const { return maths[at]; }
+  size_t workspace() const { return workspaces[at]; }
+  // Whether the pass runs one of its candidates (not yet ranked, or in fp32: no).
+  bool in_use() const { return ranked && !fp32 && !none_left(); }
+};
+
 struct ConvEntry {
   ConvEntry() = default;
   ConvEntry(const ConvEntry&) = delete;
@@ -61,15 +81,7 @@ struct ConvEntry {
   DType dtype = DType::kF32;  // of x, w and y as cuDNN sees them (kBF16, kF16: NHWC)
   // "x[64, 1, 28, 28] w[20, 1, 5, 5] stride 1x1 pad 0x0 dil 1x1", then " bf16 nhwc" in 16 bits
   std::string shape;
-  bool has_fwd = false, has_bwd_data = false, has_bwd_filter = false;
-  cudnnConvolutionFwdAlgo_t fwd{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter{};
-  size_t fwd_ws = 0, bwd_data_ws = 0, bwd_filter_ws = 0;
-  bool fwd_timed = false, bwd_data_timed = false, bwd_filter_timed = false;  // cudnnFind*, not heuristics
-  // Each pass's math type, set on `conv` before its call (the passes share the descriptor).
-  cudnnMathType_t fwd_math = CUDNN_FMA_MATH, bwd_data_math = CUDNN_FMA_MATH,
-                  bwd_filter_math = CUDNN_FMA_MATH;
+  ConvPass fwd, bwd_data, bwd_filter;
 };
 
 // Descriptors of one pooling shape and parameter set.
@@ -185,8 +197,8 @@ class CudaBackend : public Backend {
   ConvEntry& conv_entry(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dParams& p,
                         DType dtype = DType::kF32);
   // The --log-placement line of one pass of a convolution.
-  std::string conv_placement(const char* pass, const ConvEntry& e, const std::string& algo,
-                             bool timed, size_t workspace) const;
+  std::string conv_placement(const char* pass, const ConvEntry& e, const ConvPass& c,
+                             const std::string& algo) const;
   PoolEntry& pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p);
   // A device scratch buffer of `bytes` from the pool (freed when the handle goes).
   std::shared_ptr<void> scratch(size_t bytes) { return pool_->allocate(bytes); }

@@ -21,6 +21,9 @@ struct BackendOptions {
   // take its heuristic ranking (gpu.conv_algo).
   bool find_conv_algorithms = false;
   int64_t batch_size = 0;  // the run's, named in the GPU's out-of-memory hint (0: unknown)
+  // Tests: every 16-bit GPU convolution pass takes the path of a shape for which cuDNN offers no
+  // 16-bit algorithm (computed in fp32 on converted copies), so that path is checked on any GPU.
+  bool conv16_in_fp32 = false;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -3,26 +3,38 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
 namespace tandem {
 
 Parity compare_runs(const std::vector<double>& a, const std::vector<double>& b, double accuracy_a,
-                    double accuracy_b, double tolerance, int64_t checked_steps) {
+                    double accuracy_b, double tolerance, int64_t checked_steps,
+                    const std::vector<int64_t>& left_out) {
   Parity p;
   p.tolerance = tolerance;
-  p.compared = static_cast<int64_t>(std::min(a.size(), b.size()));
-  p.checked = std::min(p.compared, checked_steps);
-  for (int64_t i = 0; i < p.compared; ++i) {
+  const int64_t steps = static_cast<int64_t>(std::min(a.size(), b.size()));
+  const std::set<int64_t> out(left_out.begin(), left_out.end());
+  for (int64_t i = 0; i < steps; ++i) {
+    if (out.count(i)) {
+      ++p.left_out;
+      continue;
+    }
     const double ref = a[static_cast<size_t>(i)], got = b[static_cast<size_t>(i)];
     double rel = std::fabs(got - ref) / std::max(std::fabs(ref), 1e-12);
     if (std::isnan(rel)) rel = INFINITY;
     p.max_relative = std::max(p.max_relative, rel);
-    if (i < p.checked) p.max_relative_checked = std::max(p.max_relative_checked, rel);
+    const bool checked = p.compared < checked_steps;
+    ++p.compared;
+    if (checked) {
+      ++p.checked;
+      p.max_relative_checked = std::max(p.max_relative_checked, rel);
+    }
     if (rel > tolerance && p.first_divergent_step == 0) {
       p.first_divergent_step = i + 1;
       p.divergence = rel;
+      p.divergent_checked = checked;
     }
   }
   p.final_accuracy_points = 100 * std::fabs(accuracy_a - accuracy_b);
@@ -41,7 +53,7 @@ std::string Parity::verdict() const {
       s += fmt::format("; curves drift apart from step {} ({:.1e}, up to {:.1e}) as rounding "
                        "differences grow",
                        first_divergent_step, divergence, max_relative);
-  } else if (first_divergent_step && first_divergent_step <= checked) {
+  } else if (first_divergent_step && divergent_checked) {
     s = fmt::format("DIFFER from step {} (rel diff {:.1e} > {:.0e}; up to {:.1e})",
                     first_divergent_step, divergence, tolerance, max_relative);
     if (!accuracy_agrees)
@@ -51,6 +63,9 @@ std::string Parity::verdict() const {
                     "{:.2f} points apart (> 1)",
                     max_relative_checked, final_accuracy_points);
   }
+  if (left_out)
+    s += fmt::format("; {} overflowed fp16 step{} left out (not applied)", left_out,
+                     left_out == 1 ? "" : "s");
   return s;
 }
 

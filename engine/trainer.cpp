@@ -378,6 +378,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       if (overflowed) {
         ++overflows_in_a_row;
         ++result.overflow_steps;
+        result.overflowed_at.push_back(static_cast<int64_t>(result.step_losses.size()));
         ++epoch_overflows;
         spdlog::debug("step {}: the gradients overflowed at loss scale {:g}; not applied, the "
                       "scale is now {:g}",

@@ -96,6 +96,7 @@ struct TrainResult {
   // Loss scaling: the steps whose gradients overflowed at the scale of the time (not applied,
   // the scale halved; their losses are in step_losses), and the scale at the end.
   int64_t overflow_steps = 0;
+  std::vector<int64_t> overflowed_at;  // their indices in step_losses (a parity check leaves them out)
   double loss_scale = 0;
 };
 

@@ -410,9 +410,13 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
       // Runs of a 16-bit precision agree to its rounding, not to fp32's.
       const double tolerance = std::max(parity_tolerance(parse_precision(ref->device.precision)),
                                         parity_tolerance(parse_precision(r.device.precision)));
+      // fp16's overflowed steps applied no update: left out of the step-by-step comparison.
+      std::vector<int64_t> overflowed = ref->result.overflowed_at;
+      overflowed.insert(overflowed.end(), r.result.overflowed_at.begin(),
+                        r.result.overflowed_at.end());
       Parity p = compare_runs(ref->result.step_losses, r.result.step_losses,
                               ref->result.epochs.back().test_accuracy, last.test_accuracy,
-                              tolerance);
+                              tolerance, 20, overflowed);
       parity = p.agree ? "agree" : "DIFFER";
       notes.push_back(fmt::format("{} vs {}: {}", r.device.label, ref->device.label, p.verdict()));
     }

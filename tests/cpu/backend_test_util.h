@@ -56,9 +56,9 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { start(GetParam()); }
   // Creates backend `name`, or skips the test with the reason (the caller checks IsSkipped()).
-  void start(const std::string& name) {
+  void start(const std::string& name, const BackendOptions& options = {}) {
     try {
-      backend_ = create_backend(name, {});
+      backend_ = create_backend(name, options);
     } catch (const DeviceError& e) {
       GTEST_SKIP() << "backend '" << name << "' unavailable: " << e.cause() << " (" << e.hint()
                    << ")";

@@ -78,5 +78,41 @@ TEST(ConvAlgoChoice, SixteenBitDataAlwaysAllowsTensorOpMathFp32OnlyWithTf32) {
   EXPECT_EQ(choose_conv_candidate(ranked, false, conv_tensor_ops(false, false), kMiB), 1);
 }
 
+// Every candidate that qualifies is kept, best first: the next is taken when cuDNN refuses one at
+// its first call (heuristic mode has no trial run to weed such candidates out).
+TEST(ConvAlgoOrder, KeepsEveryQualifyingCandidateInCudnnsRanking) {
+  std::vector<ConvCandidate> ranked = {fma(0), fma(2 * kMiB), fma(0, false), fma(kMiB)};
+  ranked[0].ok = false;
+  EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB), (std::vector<int>{2, 3}));
+  EXPECT_EQ(conv_candidate_order(ranked, true, false, kMiB), (std::vector<int>{3}));
+  EXPECT_TRUE(conv_candidate_order({}, false, false, kMiB).empty());
+}
+
+// A 16-bit weight gradient tries the deterministic candidates first: the others add partial sums
+// into the 16-bit output, rounding it once per part. They stay, after, as choices of last resort.
+TEST(ConvAlgoOrder, SixteenBitWeightGradientsTryTheCandidatesThatAccumulateOnceFirst) {
+  const std::vector<ConvCandidate> ranked = {fma(0, false), fma(0, true), fma(0, false),
+                                             fma(0, true)};
+  EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB, true),
+            (std::vector<int>{1, 3, 0, 2}));
+  EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB, false),
+            (std::vector<int>{0, 1, 2, 3}));
+}
+
+// A refusal at a candidate's first call moves on to the next; a refusal after it ran, or any other
+// failure, is an error.
+TEST(ConvAlgoOrder, OnlyARefusalAtTheFirstCallTakesTheNextCandidate) {
+  EXPECT_TRUE(conv_takes_next(ConvCall::kRefused, false));
+  EXPECT_FALSE(conv_takes_next(ConvCall::kRefused, true));
+  EXPECT_FALSE(conv_takes_next(ConvCall::kFailed, false));
+  EXPECT_FALSE(conv_takes_next(ConvCall::kDone, false));
+}
+
+// With no candidate left, 16-bit data computes the pass in fp32; fp32 data is refused.
+TEST(ConvAlgoOrder, SixteenBitPassesWithoutACandidateComputeInFp32) {
+  EXPECT_EQ(conv_when_none_left(true), ConvFallback::kFp32);
+  EXPECT_EQ(conv_when_none_left(false), ConvFallback::kRefuse);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -365,5 +365,33 @@ TEST(Parity, NanLossNeverAgrees) {
   EXPECT_FALSE(compare_runs(a, b, 0.9, 0.9).agree);
 }
 
+// fp16's overflowed steps applied no update (the loss scale was too high): they are left out of
+// the step-by-step comparison, and the verdict says how many. The checked steps are counted
+// among those compared.
+TEST(Parity, OverflowedStepsAreLeftOutAndCounted) {
+  std::vector<double> a(30, 1.0), b = a;
+  b[0] = 1.5;  // an overflowed step's loss, far off
+  b[4] = 1.5;
+  Parity p = compare_runs(a, b, 0.9, 0.9, 1e-2, 20, {0, 4});
+  EXPECT_TRUE(p.agree) << p.verdict();
+  EXPECT_EQ(p.left_out, 2);
+  EXPECT_EQ(p.compared, 28);
+  EXPECT_EQ(p.checked, 20);
+  EXPECT_NE(p.verdict().find("2 overflowed fp16 steps left out"), std::string::npos)
+      << p.verdict();
+  EXPECT_FALSE(compare_runs(a, b, 0.9, 0.9, 1e-2, 20).agree);  // counted, they differ
+}
+
+// A divergence past the checked steps, once the left-out steps shift the count, is drift.
+TEST(Parity, TheCheckedStepsAreTheFirstOnesCompared) {
+  std::vector<double> a(30, 1.0), b = a;
+  b[21] = 1.5;  // the 21st step compared when step 0 is left out: past the checked 20
+  Parity p = compare_runs(a, b, 0.9, 0.9, 1e-2, 20, {0});
+  EXPECT_TRUE(p.agree) << p.verdict();
+  EXPECT_EQ(p.first_divergent_step, 22);
+  b[20] = 1.5;  // the 20th compared: checked
+  EXPECT_FALSE(compare_runs(a, b, 0.9, 0.9, 1e-2, 20, {0}).agree);
+}
+
 }  // namespace
 }  // namespace tandem
