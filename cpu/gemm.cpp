@@ -1,9 +1,10 @@
 // Matrix multiply c = alpha * op(a) * op(b) + beta * c on the CPU through oneDNN's matmul.
 //
-// A matmul primitive (brg:avx512_core) is cached per shape, transposes, alpha and beta; a
-// transpose is only a stride order (tag ba), so no operand is copied. Not dnnl_sgemm: its (N,T)
-// case - every dense forward, x * W^T - runs at half speed when K is 1024 (190 vs 400 GFLOP/s on
-// 2 AVX-512 cores, 128x1024x1024); the other cases measured as fast or faster.
+// A matmul primitive (brg:avx512_core on an AVX-512 CPU, gemm:jit on an AVX2 one) is cached per
+// shape, transposes, alpha and beta; a transpose is only a stride order (tag ba), so no operand
+// is copied. Not dnnl_sgemm: its (N,T) case - every dense forward, x * W^T - runs at half speed
+// when K is 1024 (190 vs 400 GFLOP/s on 2 AVX-512 cores, 128x1024x1024); the other cases
+// measured as fast or faster.
 //
 // 16-bit: where one of a, b, c is bf16 the product is computed in bf16 with fp32 accumulation
 // (brg:avx512_core_bf16), as autocast does; an fp32 operand (a dense layer's weights, the
