@@ -14,6 +14,7 @@
 
 #include "cuda/channel_sum.cuh"
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/kernel_math.h"
 #include "cuda/moments.h"
 
 namespace tandem {
@@ -60,11 +61,12 @@ __global__ void moments_finish_kernel(float* save_mean, float* inv_std, float* r
       const Moments& p = partial[ch * parts + part];
       merge_moments<double>(n, mean, m2, p.n, p.mean, p.m2);
     }
-    save_mean[ch] = static_cast<float>(mean);
-    inv_std[ch] = static_cast<float>(1.0 / sqrt(m2 / n + eps));
-    running_mean[ch] = static_cast<float>((1.0 - momentum) * running_mean[ch] + momentum * mean);
-    running_var[ch] =
-        static_cast<float>((1.0 - momentum) * running_var[ch] + momentum * (m2 / (n - 1.0)));
+    const kernel::ChannelStats s = kernel::bn_channel_stats(n, mean, m2, running_mean[ch],
+                                                            running_var[ch], momentum, eps);
+    save_mean[ch] = s.mean;
+    inv_std[ch] = s.inv_std;
+    running_mean[ch] = s.running_mean;
+    running_var[ch] = s.running_var;
   }
 }
 
@@ -94,7 +96,7 @@ __global__ void normalize_kernel(float* y, const float* x, const float* mean, co
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = channel_of(i, inner, c, n);
-    y[i] = (x[i] - mean[ch]) * (gamma[ch] * inv_std[ch]) + beta[ch];
+    y[i] = kernel::bn_normalize(x[i], mean[ch], inv_std[ch], gamma[ch], beta[ch]);
   }
 }
 
@@ -105,7 +107,7 @@ __global__ void normalize_running_kernel(float* y, const float* x, const float* 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = channel_of(i, inner, c, n);
-    y[i] = (x[i] - mean[ch]) * (gamma[ch] / sqrtf(var[ch] + eps)) + beta[ch];
+    y[i] = kernel::bn_normalize_running(x[i], mean[ch], var[ch], gamma[ch], beta[ch], eps);
   }
 }
 
@@ -118,9 +120,8 @@ __global__ void batchnorm_dx_kernel(float* dx, const float* dy, const float* x, 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = channel_of(i, inner, c, n);
-    const float a = gamma[ch] * inv_std[ch];
-    const float b = -a * inv_std[ch] * dgamma[ch] * inv_m;
-    dx[i] = (dy[i] - dbeta[ch] * inv_m) * a + (x[i] - mean[ch]) * b;
+    dx[i] = kernel::bn_dx(dy[i], x[i], mean[ch], inv_std[ch], gamma[ch], dgamma[ch], dbeta[ch],
+                          inv_m);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/kernel_math.h"
 #include "engine/rng.h"
 
 namespace tandem {
@@ -34,7 +35,7 @@ __global__ void dropout_forward_kernel(float* y, float* mask, const float* x, in
     for (int j = 0; j < 4; ++j) {
       const int64_t i = 4 * b + j;
       if (i >= n) break;
-      const float m = philox_to_unit(r.v[j]) >= p ? scale : 0.f;
+      const float m = kernel::dropout_mask_of_word(r.v[j], p, scale);
       mask[i] = m;
       y[i] = x[i] * m;
     }

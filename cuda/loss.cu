@@ -4,6 +4,7 @@
 // fixed order, so the loss is deterministic. A label outside [0, C) is recorded in a device word
 // and reported as the same DataError the CPU backend raises, at the next wait for the stream.
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/kernel_math.h"
 
 namespace tandem {
 namespace {
@@ -17,48 +18,35 @@ __device__ bool label_ok(const int32_t* labels, int64_t n, int64_t c, unsigned l
   return false;
 }
 
-// probs (N,C) = softmax(logits); row_loss (N) = log(sum exp(z - max)) - (z[label] - max).
+// probs (N,C) = softmax(logits); row_loss (N) = log(sum exp(z - max)) - (z[label] - max)
+// (kernel::softmax_ce_row).
 __global__ void softmax_ce_rows(float* probs, float* row_loss, const float* logits,
                                 const int32_t* labels, int64_t n, int64_t c,
                                 unsigned long long* flag) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float* z = logits + r * c;
-    float* p = probs + r * c;
-    float m = z[0];
-    for (int64_t j = 1; j < c; ++j) m = fmaxf(m, z[j]);
-    double sum = 0;
-    for (int64_t j = 0; j < c; ++j) sum += exp(static_cast<double>(z[j] - m));
-    for (int64_t j = 0; j < c; ++j) p[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) / sum);
-    row_loss[r] = label_ok(labels, r, c, flag) ? static_cast<float>(log(sum) - (z[labels[r]] - m)) : 0.f;
+    label_ok(labels, r, c, flag);
+    row_loss[r] = kernel::softmax_ce_row(probs + r * c, logits + r * c, c, labels[r]);
   }
 }
 
-// row_loss (N) = sum_j (pred - onehot)^2.
+// row_loss (N) = sum_j (pred - onehot)^2 (kernel::mse_row).
 __global__ void mse_rows(float* row_loss, const float* pred, const int32_t* labels, int64_t n,
                          int64_t c, unsigned long long* flag) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const bool ok = label_ok(labels, r, c, flag);
-    double s = 0;
-    for (int64_t j = 0; j < c; ++j) {
-      const double d = pred[r * c + j] - (ok && j == labels[r] ? 1.0 : 0.0);
-      s += d * d;
-    }
-    row_loss[r] = static_cast<float>(s);
+    label_ok(labels, r, c, flag);
+    row_loss[r] = kernel::mse_row(pred + r * c, c, labels[r]);
   }
 }
 
-// row (N) = 1 where the first maximum of scores is at the label.
+// row (N) = 1 where the first maximum of scores is at the label (kernel::accuracy_row).
 __global__ void accuracy_rows(float* row, const float* scores, const int32_t* labels, int64_t n,
                               int64_t c, unsigned long long* flag) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float* s = scores + r * c;
-    int64_t best = 0;
-    for (int64_t j = 1; j < c; ++j)
-      if (s[j] > s[best]) best = j;
-    row[r] = label_ok(labels, r, c, flag) && best == labels[r] ? 1.f : 0.f;
+    label_ok(labels, r, c, flag);
+    row[r] = kernel::accuracy_row(scores + r * c, c, labels[r]);
   }
 }
 

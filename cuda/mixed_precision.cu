@@ -15,6 +15,7 @@
 #include "cuda/channel_sum.cuh"
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/index_math.h"
+#include "cuda/kernel_math.h"
 
 namespace tandem {
 namespace {
@@ -48,10 +49,7 @@ __device__ __forceinline__ fp16 from_float<fp16>(float v) {
 // --- copy: element i of the logical order, from where src keeps it to where dst keeps it ---
 
 // One side's memory order: element i at i (plain), or at its channels-last offset.
-struct Order {
-  bool channels_last;
-  int64_t c, hw;  // a channels-last tensor's channels and H * W
-};
+using kernel::Order;
 
 Order order_of(const Tensor& t) {
   if (t.layout() != Layout::kChannelsLast) return {false, 1, 1};
@@ -60,7 +58,7 @@ Order order_of(const Tensor& t) {
 }
 
 __device__ __forceinline__ int64_t offset(int64_t i, const Order& o, int64_t n) {
-  return o.channels_last ? channels_last_offset(i, o.c, o.hw, n) : i;
+  return kernel::element_offset(i, o, n);
 }
 
 // A flatten is the plain case of this: a channels-last (N,C,H,W) into a plain (N, C*H*W) reads
@@ -122,43 +120,27 @@ __global__ void count_nonfinite_kernel(unsigned long long* count, const T* t, in
 
 int activation_kind(Activation a) {
   switch (a) {
-    case Activation::kRelu: return 0;
-    case Activation::kLeakyRelu: return 1;
-    case Activation::kSigmoid: return 2;
-    case Activation::kTanh: return 3;
+    case Activation::kRelu: return kernel::kRelu;
+    case Activation::kLeakyRelu: return kernel::kLeakyRelu;
+    case Activation::kSigmoid: return kernel::kSigmoid;
+    case Activation::kTanh: return kernel::kTanh;
   }
-  return 0;
+  return kernel::kRelu;
 }
 
+// kernel::activation_value of each element, rounded once to T.
 template <typename T>
 __global__ void activation_forward_kernel(T* y, const T* x, int64_t n, int kind, float alpha) {
-  GRID_STRIDE(i, n) {
-    const float v = to_float(x[i]);
-    float r;
-    switch (kind) {
-      case 0: r = v <= 0.f ? 0.f : v; break;       // relu (a NaN passes on)
-      case 1: r = v > 0.f ? v : alpha * v; break;  // leaky relu
-      case 2: r = 1.f / (1.f + expf(-v)); break;   // sigmoid
-      default: r = tanhf(v); break;                // tanh
-    }
-    y[i] = from_float<T>(r);
-  }
+  GRID_STRIDE(i, n) y[i] = from_float<T>(kernel::activation_value(kind, to_float(x[i]), alpha));
 }
 
-// d is the forward input x for the relu family, the output y for sigmoid and tanh.
+// kernel::activation_grad; d is the forward input x for the relu family, the output y for sigmoid
+// and tanh.
 template <typename T>
 __global__ void activation_backward_kernel(T* dx, const T* dy, const T* d, int64_t n, int kind,
                                            float alpha) {
   GRID_STRIDE(i, n) {
-    const float g = to_float(dy[i]), v = to_float(d[i]);
-    float r;
-    switch (kind) {
-      case 0: r = g * (v > 0.f ? 1.f : 0.f); break;
-      case 1: r = v > 0.f ? g : alpha * g; break;
-      case 2: r = g * v * (1.f - v); break;
-      default: r = g * (1.f - v * v); break;
-    }
-    dx[i] = from_float<T>(r);
+    dx[i] = from_float<T>(kernel::activation_grad(kind, to_float(dy[i]), to_float(d[i]), alpha));
   }
 }
 

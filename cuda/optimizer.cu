@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cuda/cuda_backend_impl.h"
+#include "cuda/kernel_math.h"
 #include "engine/optimizer_math.h"
 
 namespace tandem {
@@ -19,19 +20,15 @@ struct GateView {
   __device__ float scaled(float g) const { return gate ? __fmul_rn(gate[kGateFactor], g) : g; }
 };
 
-// g += wd*w; v = momentum*v + g; step = nesterov ? g + momentum*v : v; w -= lr*step.
+// g += wd*w; v = momentum*v + g; step = nesterov ? g + momentum*v : v; w -= lr*step
+// (kernel::sgd_element).
 __global__ void sgd_kernel(float* w, float* v, const float* grad, int64_t n, SgdParams p,
                            GateView gate) {
   if (gate.skips()) return;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float g = gate.scaled(grad[i]) + p.weight_decay * w[i];
-    if (p.momentum != 0.f) {
-      const float vel = p.momentum * v[i] + g;
-      v[i] = vel;
-      g = p.nesterov ? g + p.momentum * vel : vel;
-    }
-    w[i] -= p.lr * g;
+    kernel::sgd_element(w[i], v ? v + i : nullptr, gate.scaled(grad[i]), p.lr, p.momentum,
+                        p.weight_decay, p.nesterov);
   }
 }
 

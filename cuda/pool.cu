@@ -7,71 +7,34 @@
 // without atomics, for overlapping windows too.
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/index_math.h"
-#include "cuda/pool_windows.h"
+#include "cuda/kernel_math.h"
 
 namespace tandem {
 namespace {
 
-// Max pooling's order: a NaN is above every number (cuDNN's forward propagates it), and the first
-// of equal maxima wins.
-__device__ __forceinline__ bool above(float v, float m) { return v > m || (v != v && m == m); }
+using kernel::PoolGeom;
 
-struct PoolGeom {
-  int N, C, H, W, P, Q, kh, kw, sh, sw, ph, pw;
-};
-
-// dx (N,C,H,W) from dy (N,C,P,Q) and x: each dx element gathers from the windows that cover it.
+// dx (N,C,H,W) from dy (N,C,P,Q) and x: each dx element gathers from the windows that cover it
+// (kernel::max_pool_dx).
 __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
                                          const float* __restrict__ x, PoolGeom g) {
-  int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
+  const int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const PlanePos pos = plane_pos(i, g.H, g.W, total);
-    const int h = pos.h, w = pos.w;
-    const int64_t nc = pos.plane;
-    const float* xp = x + nc * g.H * g.W;
-    const float* dyp = dy + nc * g.P * g.Q;
-    const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
-    const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
-    float sum = 0.f;
-    for (int p = rows.first; p <= rows.last; ++p) {
-      const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
-      for (int q = cols.first; q <= cols.last; ++q) {
-        const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
-        int best = r_span.begin * g.W + s_span.begin;
-        float bv = xp[best];
-        for (int r = r_span.begin; r < r_span.end; ++r)
-          for (int s = s_span.begin; s < s_span.end; ++s)
-            if (above(xp[r * g.W + s], bv)) bv = xp[r * g.W + s], best = r * g.W + s;
-        if (best == h * g.W + w) sum += dyp[p * g.Q + q];
-      }
-    }
-    dx[i] = sum;
+    dx[i] = kernel::max_pool_dx(x + pos.plane * g.H * g.W, dy + pos.plane * g.P * g.Q, pos.h,
+                                pos.w, g);
   }
 }
 
 // Average excludes padding from the divisor (cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING).
 __global__ void avg_pool_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
                                          PoolGeom g) {
-  int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
+  const int64_t total = static_cast<int64_t>(g.N) * g.C * g.H * g.W;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const PlanePos pos = plane_pos(i, g.H, g.W, total);
-    const int h = pos.h, w = pos.w;
-    const int64_t nc = pos.plane;
-    const float* dyp = dy + nc * g.P * g.Q;
-    const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
-    const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
-    float sum = 0.f;
-    for (int p = rows.first; p <= rows.last; ++p) {
-      const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
-      for (int q = cols.first; q <= cols.last; ++q) {
-        const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
-        const int count = (r_span.end - r_span.begin) * (s_span.end - s_span.begin);
-        sum += dyp[p * g.Q + q] / static_cast<float>(count);
-      }
-    }
-    dx[i] = sum;
+    dx[i] = kernel::avg_pool_dx(dy + pos.plane * g.P * g.Q, pos.h, pos.w, g);
   }
 }
 
