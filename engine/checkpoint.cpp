@@ -29,6 +29,7 @@
 #include "engine/error.h"
 #include "engine/file_check.h"
 #include "engine/graph.h"
+#include "engine/json_text.h"
 #include "engine/optimizer.h"
 #include "engine/utf8.h"
 
@@ -39,50 +40,6 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 
 // --- JSON -------------------------------------------------------------------------------------
-
-// A JSON string of `s`. JSON text is UTF-8: a byte that is not part of valid UTF-8 (a folder
-// name in Latin-1, say) is written as the four characters \xNN, so that the header stays valid
-// for every reader and the name stays recognisable.
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      char32_t code = 0;
-      const size_t n = utf8_at(s, i, &code);
-      if (n == 0) {
-        out += fmt::format("\\\\x{:02x}", c);
-      } else {
-        out.append(s, i, n);
-        i += n - 1;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20)
-          out += fmt::format("\\u{:04x}", c);
-        else
-          out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 struct Json {
   enum Kind { kObject, kArray, kString, kNumber } kind = kObject;

@@ -16,6 +16,7 @@
 
 #include "engine/error.h"
 #include "engine/file_check.h"
+#include "engine/json_text.h"
 
 namespace tandem {
 
@@ -67,22 +68,6 @@ std::string format_pairs(const std::string& title, const InfoRows& rows) {
   std::string out = title + "\n";
   for (const auto& [k, v] : rows) out += fmt::format("  {:<{}}  {}\n", k, w, v);
   return out;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += c;
-    }
-  }
-  return out + "\"";
 }
 
 void prepare_output_file(const std::string& path, const std::string& flag,
@@ -159,14 +144,15 @@ void MetricsWriter::write_step(const LoggedStep& f) {
                        f.loss, f.accuracy, f.learning_rate, f.images_per_second,
                        f.grad_norm >= 0 ? fmt::format("{:.6g}", f.grad_norm) : "");
   else
+    // A window of only skipped steps has no mean loss or accuracy: null, not nan (not JSON).
     out << fmt::format(
-        "{{\"device\": {}, \"step\": {}, \"epoch\": {:.6g}, \"loss\": {:.6g}, \"accuracy\": "
-        "{:.6g}, "
-        "\"learning_rate\": {:.6g}, \"images_per_second\": {:.1f}{}{}}}\n",
-        json_string(f.device), f.step, f.epoch, f.loss, f.accuracy, f.learning_rate,
-        f.images_per_second,
-        f.grad_norm >= 0 ? fmt::format(", \"grad_norm\": {:.6g}", f.grad_norm) : "",
-        f.loss_scale > 0 ? fmt::format(", \"loss_scale\": {:g}", f.loss_scale) : "");
+        "{{\"device\": {}, \"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, "
+        "\"learning_rate\": {}, \"images_per_second\": {}{}{}}}\n",
+        json_string(f.device), f.step, json_number(f.epoch), json_number(f.loss),
+        json_number(f.accuracy), json_number(f.learning_rate),
+        json_number(f.images_per_second, "{:.1f}"),
+        f.grad_norm >= 0 ? ", \"grad_norm\": " + json_number(f.grad_norm) : "",
+        f.loss_scale > 0 ? ", \"loss_scale\": " + json_number(f.loss_scale, "{:g}") : "");
   out.flush();
   if (!out)
     throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
@@ -184,13 +170,16 @@ void MetricsWriter::line(const EpochStats& e) {
     out_ << "\n";
   } else {
     out_ << fmt::format(
-        "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {:.6g}, \"train_accuracy\": {:.6g}, "
-        "\"test_loss\": {:.6g}, \"test_accuracy\": {:.6g}, \"seconds\": {:.4f}, "
-        "\"images_per_second\": {:.1f}, \"learning_rate\": {:.6g}, \"peak_memory_bytes\": {}, \"skipped_steps\": {}{}}}\n",
-        json_string(e.device), e.epoch, e.train_loss, e.train_accuracy, e.test_loss,
-        e.test_accuracy, e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
-        e.skipped_steps, e.has_val ? fmt::format(", \"val_loss\": {:.6g}, \"val_accuracy\": {:.6g}", e.val_loss,
-                                e.val_accuracy)
+        "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {}, \"train_accuracy\": {}, "
+        "\"test_loss\": {}, \"test_accuracy\": {}, \"seconds\": {}, "
+        "\"images_per_second\": {}, \"learning_rate\": {}, \"peak_memory_bytes\": {}, "
+        "\"skipped_steps\": {}{}}}\n",
+        json_string(e.device), e.epoch, json_number(e.train_loss), json_number(e.train_accuracy),
+        json_number(e.test_loss), json_number(e.test_accuracy), json_number(e.seconds, "{:.4f}"),
+        json_number(e.images_per_second, "{:.1f}"), json_number(e.learning_rate),
+        e.peak_memory_bytes, e.skipped_steps,
+        e.has_val ? ", \"val_loss\": " + json_number(e.val_loss) +
+                        ", \"val_accuracy\": " + json_number(e.val_accuracy)
                   : "");
   }
 }

@@ -48,7 +48,4 @@ class MetricsWriter {
   std::vector<EpochStats> earlier_;
 };
 
-// A JSON string literal with the escapes it needs.
-std::string json_string(const std::string& s);
-
 }  // namespace tandem

@@ -23,6 +23,7 @@
 #include "engine/communicator.h"
 #include "engine/error.h"
 #include "engine/graph.h"
+#include "engine/json_text.h"
 #include "engine/layer_registry.h"
 #include "engine/parity.h"
 #include "engine/precision.h"

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "engine/error.h"
+#include "engine/json_text.h"
 #include "engine/report.h"
 #include "layers/activation.h"
 #include "layers/batchnorm.h"

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "engine/json_text.h"
 
 namespace tandem {
 namespace {
@@ -72,6 +75,39 @@ TEST(MetricsWriter, JsonLinesCarryValKeysOnlyWhereAnEpochHasThem) {
       << lines[0];
   EXPECT_EQ(lines[1].find("val_loss"), std::string::npos) << lines[1];
   EXPECT_NE(lines[1].find("\"skipped_steps\": 3"), std::string::npos) << lines[1];
+}
+
+// A --log-every window of only skipped steps has no mean loss or accuracy: the step line says
+// null (JSON has no nan), and the line stays JSON that every reader takes.
+TEST(MetricsWriter, AStepWithoutAFiniteLossWritesNullNotNan) {
+  const std::string path = ::testing::TempDir() + "report_nan_step.jsonl";
+  {
+    MetricsWriter w(path);
+    LoggedStep s;
+    s.device = "cpu";
+    s.step = 20;
+    s.epoch = 0.5;
+    s.loss = NAN;
+    s.accuracy = NAN;
+    s.learning_rate = 0.01;
+    s.images_per_second = INFINITY;
+    w.write_step(s);
+  }
+  const std::vector<std::string> lines = lines_of(path);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            "{\"device\": \"cpu\", \"step\": 20, \"epoch\": 0.5, \"loss\": null, \"accuracy\": null, "
+            "\"learning_rate\": 0.01, \"images_per_second\": null}");
+}
+
+TEST(JsonText, NumbersAreNullWhenNotFiniteAndStringsStayValidUtf8) {
+  EXPECT_EQ(json_number(0.1234567), "0.123457");
+  EXPECT_EQ(json_number(1500, "{:.1f}"), "1500.0");
+  EXPECT_EQ(json_number(NAN), "null");
+  EXPECT_EQ(json_number(-INFINITY), "null");
+  EXPECT_EQ(json_string("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");         // valid UTF-8 kept
+  EXPECT_EQ(json_string("caf\xe9"), "\"caf\\\\xe9\"");              // Latin-1: \\xe9
 }
 
 }  // namespace
