@@ -1,4 +1,4 @@
-// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
+// Image folder reader: one sub-folder per class; the images stb_image decodes (has_image_extension).
 #include "datasets/image_folder.h"
 
 #include <spdlog/spdlog.h>
@@ -24,7 +24,8 @@ constexpr size_t kSkippedListed = 10;
 
 const char* kLayoutHint =
     "lay the images out as FOLDER/train/CLASS/IMAGE and FOLDER/test/CLASS/IMAGE (one sub-folder "
-    "per class, PNG, JPEG, BMP, GIF or TGA files) and point data.path at FOLDER";
+    "per class of PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM files) and point data.path at "
+    "FOLDER";
 
 struct ClassFiles {
   std::string name;
@@ -118,16 +119,19 @@ std::string decode(const std::string& path, int c, int h, int w, bool resize, ui
   return "";
 }
 
-// The file names taken as images: .png .jpg .jpeg .bmp .gif .tga, in any case.
-bool is_image_file(const std::string& name) {
+}  // namespace
+
+const char* const kImageKinds = "PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM";
+
+bool has_image_extension(const std::string& name) {
   std::string ext = fs::path(name).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif" ||
-         ext == ".tga";
+  for (const char* e :
+       {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})
+    if (ext == e) return true;
+  return false;
 }
-
-}  // namespace
 
 Dataset load_image_folder(const std::string& folder, const std::string& what,
                           const Shape& input_shape, int classes, const ImageFolderOptions& options,
@@ -176,7 +180,7 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
     ClassFiles cf{name, {}};
     size_t others = 0;
     for (const std::string& f : files) {
-      if (is_image_file(f))
+      if (has_image_extension(f))
         cf.files.push_back(data_io::join(dir, f));
       else
         ++others;
@@ -186,10 +190,9 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                           (others ? " (only " + std::to_string(others) +
                                         (others == 1 ? " file" : " files") + " of other types)"
                                   : ""),
-                      "put PNG, JPEG, BMP, GIF or TGA images in it, or remove the folder");
+                      std::string("put ") + kImageKinds + " images in it, or remove the folder");
     if (others)
-      spdlog::warn("{}: {} files that are not PNG, JPEG, BMP, GIF or TGA images are not used", dir,
-                   others);
+      spdlog::warn("{}: {} files that are not {} images are not used", dir, others, kImageKinds);
     found.push_back(std::move(cf));
   }
 
@@ -288,7 +291,7 @@ int64_t count_image_files(const std::string& folder) {
     for (const std::string& name : class_dirs) {
       std::vector<std::string> files;
       list_dir(data_io::join(folder, name), nullptr, &files);
-      n += std::count_if(files.begin(), files.end(), is_image_file);
+      n += std::count_if(files.begin(), files.end(), has_image_extension);
     }
   } catch (const DataError&) {
     // load_image_folder says what is wrong with the folder.
@@ -304,7 +307,7 @@ void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {
                                static_cast<int>(shape[2]), true, out);
   if (!e.empty())
     throw DataError("the image '" + path + "' " + e.substr(e.find(':') + 1),
-                    "give PNG, JPEG, BMP, GIF or TGA files");
+                    std::string("give ") + kImageKinds + " files");
 }
 
 }  // namespace tandem

@@ -35,6 +35,13 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
 // load_image_folder would decode.
 int64_t count_image_files(const std::string& folder);
 
+// Whether a file name has the extension of an image kind stb_image decodes, in any case: PNG,
+// JPEG, BMP, GIF (first frame), TGA, PSD (the composite), HDR (tone-mapped to 8 bits) and the
+// binary PNM forms (PGM, PPM, PNM). The one list, for image folders (training) and predict.
+bool has_image_extension(const std::string& name);
+// The same kinds in words, for messages: "PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM".
+extern const char* const kImageKinds;
+
 // Decodes one image file to `shape` (C,H,W) as uint8 CHW in `out`, converting channels and
 // resizing; throws DataError naming the file when it does not decode.
 void decode_image(const std::string& path, const Shape& shape, uint8_t* out);

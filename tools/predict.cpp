@@ -25,17 +25,6 @@ struct Input {
   std::vector<std::string> files;
 };
 
-// The extensions stb_image decodes (PNM: its binary P5 and P6 forms), in any case.
-bool has_image_extension(const fs::path& file) {
-  std::string ext = file.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* e :
-       {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})
-    if (ext == e) return true;
-  return false;
-}
-
 // An image file as it is; a folder as the image files directly in it, sorted by name (its
 // sub-folders are not read: an image folder data set holds one per class).
 Input expand(const std::string& path) {
@@ -43,14 +32,14 @@ Input expand(const std::string& path) {
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
     throw DataError("'" + path + "' does not exist",
-                    "check the path; predict takes image files (PNG, JPEG, BMP, GIF, TGA, PGM, "
-                    "PPM) and folders of them");
+                    std::string("check the path; predict takes image files (") + kImageKinds +
+                        ") and folders of them");
   if (!fs::is_directory(st)) {
     // Refused here, by name, before any image is read: a FIFO would hang the read, a device such
     // as /dev/zero would be read without end.
     if (const std::string why = file_problem(path, kMaxImageBytes); !why.empty())
       throw DataError("the image '" + path + "' " + why,
-                      "give image files (PNG, JPEG, BMP, GIF, TGA, PGM, PPM) and folders of them");
+                      std::string("give image files (") + kImageKinds + ") and folders of them");
     return {"", {path}};
   }
   Input in{path, {}};
@@ -58,7 +47,7 @@ Input expand(const std::string& path) {
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
     if (e.is_directory(ec))
       sub_folders.push_back(e.path().filename().string());
-    else if (e.is_regular_file(ec) && has_image_extension(e.path()))
+    else if (e.is_regular_file(ec) && has_image_extension(e.path().string()))
       in.files.push_back(e.path().string());
   }
   if (ec) throw DataError("the folder '" + path + "' cannot be read: " + ec.message());
@@ -67,7 +56,7 @@ Input expand(const std::string& path) {
     throw DataError(
         "the folder '" + path + "' has no image files",
         sub_folders.empty()
-            ? "predict reads the PNG, JPEG, BMP, GIF, TGA, PGM and PPM files in a folder"
+            ? std::string("predict reads the ") + kImageKinds + " files in a folder"
             : "predict reads the images directly in a folder, not those in its "
               "sub-folders: give a sub-folder, e.g. " +
                   (fs::path(path) / sub_folders.front()).string());

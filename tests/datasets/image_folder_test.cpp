@@ -391,6 +391,23 @@ TEST(ImageFolder, PngJpegBmpTgaAndGifFilesAllLoad) {
   EXPECT_EQ(d.size(), static_cast<int64_t>(names.size()));
 }
 
+// The kinds training reads are the kinds predict reads (one list): binary PGM and PPM too, in any
+// case of the extension; a text file among them is left out.
+TEST(ImageFolder, PgmAndPpmFilesLoadAsPredictReadsThem) {
+  ScratchDir dir;
+  fs::create_directories(dir.file("a"));
+  std::string pgm = "P5\n4 4\n255\n", ppm = "P6\n4 4\n255\n";
+  pgm.append(16, static_cast<char>(200));
+  for (int i = 0; i < 16; ++i) ppm += std::string{char(10), char(20), char(30)};
+  write_file(dir.file("a/g.pgm"), std::vector<uint8_t>(pgm.begin(), pgm.end()));
+  write_file(dir.file("a/c.PPM"), std::vector<uint8_t>(ppm.begin(), ppm.end()));
+  write_file(dir.file("a/notes.txt"), std::vector<uint8_t>{'h', 'i'});
+  Dataset d = load(dir.str(), Shape{1, 4, 4});
+  EXPECT_EQ(d.size(), 2);
+  EXPECT_TRUE(has_image_extension("x.Pnm"));
+  EXPECT_FALSE(has_image_extension("x.txt"));
+}
+
 TEST(ImageFolder, PixelsOfWrittenPngBmpTgaAndJpegFilesDecodeInPlanes) {
   ScratchDir dir;
   // An 8x8 RGB gradient, interleaved as the files hold it; smooth, so JPEG keeps it closely.
