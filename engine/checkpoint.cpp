@@ -25,6 +25,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "engine/atomic_file.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
@@ -633,53 +634,7 @@ CheckpointMeta meta_of(const Header& h, const std::string& path) {
   return m;
 }
 
-// This host's name as it goes into temporary file names: letters, digits, '-' and '_' only.
-std::string host_tag() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0 || !name[0]) return "host";
-  std::string tag(name);
-  for (char& c : tag)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
-  return tag;
-}
-
-// ".NAME.tmp.HOST.PID.": the start of this process's temporary files for NAME (a random part
-// follows). It says which process on which host writes it, so that a later run can tell the
-// leftovers of a process that died from the file a live run is still writing.
-std::string temporary_prefix(const std::string& name) {
-  return fmt::format(".{}.tmp.{}.{}.", name, host_tag(), ::getpid());
-}
-
 }  // namespace
-
-size_t remove_stale_temporaries(const std::string& folder) {
-  const std::string host = host_tag();
-  size_t removed = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    // ".NAME.tmp.HOST.PID.XXXXXX", from the right: the random part, the process, the host.
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(".")) continue;
-    const size_t random_dot = name.rfind('.');
-    if (random_dot == std::string::npos || random_dot == 0) continue;
-    const size_t pid_dot = name.rfind('.', random_dot - 1);
-    if (pid_dot == std::string::npos || pid_dot == 0) continue;
-    const size_t host_dot = name.rfind('.', pid_dot - 1);
-    if (host_dot == std::string::npos || host_dot < 4 ||
-        name.compare(host_dot - 4, 4, ".tmp") != 0 ||
-        name.compare(host_dot + 1, pid_dot - host_dot - 1, host) != 0)
-      continue;
-    pid_t pid = 0;
-    const char* first = name.data() + pid_dot + 1;
-    const char* last = name.data() + random_dot;
-    if (std::from_chars(first, last, pid).ptr != last || pid <= 0) continue;
-    // Another host's, or a live process's (this one's included): not ours to touch.
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code remove_ec;
-    if (entry.is_regular_file(remove_ec) && fs::remove(entry.path(), remove_ec)) ++removed;
-  }
-  return removed;
-}
 
 NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer) {
   NamedTensors out;
@@ -735,57 +690,27 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
   header += "}}";
   header.append((8 - header.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
 
-  const fs::path target(path);
-  const std::string folder = target.has_parent_path() ? target.parent_path().string() : ".";
   if (const std::string why = output_problem(path); !why.empty())
     throw CheckpointError(fmt::format("cannot write checkpoint '{}': it {}", path, why),
                           "remove it, or write the checkpoints to another folder");
-  remove_stale_temporaries(folder);
-  // A name of this process's own (mkstemps: created exclusively), renamed over `path` once
-  // complete: two runs writing one folder each commit a whole file, the last rename wins.
-  std::string tmp =
-      (fs::path(folder) / (temporary_prefix(target.filename().string()) + "XXXXXX")).string();
-  auto fail = [&](const std::string& what) {
-    const int error = errno;  // before remove() sets its own
-    std::remove(tmp.c_str());
-    throw CheckpointError(
-        fmt::format("cannot write checkpoint '{}': {} ({})", path, what, std::strerror(error)),
-        "check that the folder exists, is writable and has free space");
-  };
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  FILE* f = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
-  if (!f) {
-    const int error = errno;
-    if (fd >= 0) ::close(fd);
-    errno = error;
-    const std::string pattern = tmp;
-    tmp.clear();  // nothing of ours to remove
-    fail("cannot create " + pattern);
-  }
-  // mkostemp makes it 0600; a checkpoint is as readable as any file the user makes.
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
-  bool ok = std::fwrite(len, 1, 8, f) == 8 &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  std::vector<float> host;
-  for (const auto& [name, t] : tensors) {
-    if (!ok) break;
-    host.resize(static_cast<size_t>(t.numel()));
-    t.backend().download(host.data(), t);
-    ok = std::fwrite(host.data(), 4, host.size(), f) == host.size();
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) fail("writing failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("renaming the temporary file failed");
-  // The rename itself lives in the folder: sync it too, so a power cut keeps the new name.
-  if (int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  // Two runs writing one folder each commit a whole file; the last rename wins.
+  const std::string failed = replace_file(path, [&](FILE* f) {
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(header.size() >> (8 * i));
+    bool ok = std::fwrite(len, 1, 8, f) == 8 &&
+              std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    std::vector<float> host;
+    for (const auto& [name, t] : tensors) {
+      if (!ok) break;
+      host.resize(static_cast<size_t>(t.numel()));
+      t.backend().download(host.data(), t);
+      ok = std::fwrite(host.data(), 4, host.size(), f) == host.size();
+    }
+    return ok;
+  });
+  if (!failed.empty())
+    throw CheckpointError(fmt::format("cannot write checkpoint '{}': {}", path, failed),
+                          "check that the folder exists, is writable and has free space");
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/atomic_file.h"
 #include "engine/epoch_stats.h"
 #include "engine/tensor.h"
 
@@ -62,10 +63,8 @@ NamedTensors checkpoint_tensors(Graph& graph, const Optimizer& optimizer);
 void write_checkpoint(const std::string& path, const NamedTensors& tensors,
                       const CheckpointMeta& meta);
 
-// Removes the temporary files that writers on this host left in `folder` when they died (a
-// crash, SIGKILL) before renaming them into place; those of live processes, and of other hosts
-// sharing the folder, are left alone. write_checkpoint calls it; returns how many went.
-size_t remove_stale_temporaries(const std::string& folder);
+// remove_stale_temporaries (engine/atomic_file.h) clears what dead writers left; write_checkpoint
+// writes through replace_file, which calls it.
 
 // Reads and checks a checkpoint's header only (no tensors): throws CheckpointError.
 CheckpointMeta read_checkpoint_meta(const std::string& path);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
 #include "engine/json_text.h"
@@ -109,15 +110,23 @@ void MetricsWriter::open() {
   // Again at the first write: the path may have been replaced since the run started.
   if (const std::string why = output_problem(path_); !why.empty())
     throw UsageError("--metrics " + path_ + " " + why, "give a file name, e.g. metrics.csv");
-  out_.open(path_);
+  // The header and a resumed run's earlier epochs replace an old file whole (replace_file); the
+  // epochs of this run are appended to it as they end.
+  std::string start;
+  if (csv_)
+    start = std::string("device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
+                        "images_per_second,learning_rate,peak_memory_bytes,skipped_steps") +
+            (val_ ? ",val_loss,val_accuracy\n" : "\n");
+  for (const EpochStats& e : earlier_) start += line_text(e);
+  const std::string failed = replace_file(
+      path_, [&](FILE* f) { return std::fwrite(start.data(), 1, start.size(), f) == start.size(); });
+  if (!failed.empty())
+    throw UsageError("cannot write the metrics file '" + path_ + "': " + failed,
+                     "check that its folder exists and is writable");
+  out_.open(path_, std::ios::app);
   if (!out_)
     throw UsageError("cannot write the metrics file '" + path_ + "'",
                      "check that its folder exists and is writable");
-  if (csv_)
-    out_ << "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-            "images_per_second,learning_rate,peak_memory_bytes,skipped_steps"
-         << (val_ ? ",val_loss,val_accuracy\n" : "\n");
-  for (const EpochStats& e : earlier_) line(e);
 }
 
 void MetricsWriter::write(const EpochStats& e) {
@@ -133,11 +142,16 @@ void MetricsWriter::write_step(const LoggedStep& f) {
   std::ofstream& out = csv_ ? steps_out_ : out_;
   if (csv_ && !steps_out_.is_open()) {
     const std::string path = path_.substr(0, path_.size() - 4) + ".steps.csv";
-    steps_out_.open(path);
-    if (!steps_out_)
-      throw UsageError("cannot write the metrics file '" + path + "'",
+    const std::string header =
+        "device,step,epoch,loss,accuracy,learning_rate,images_per_second,grad_norm\n";
+    const std::string failed = replace_file(path, [&](FILE* f) {
+      return std::fwrite(header.data(), 1, header.size(), f) == header.size();
+    });
+    if (failed.empty()) steps_out_.open(path, std::ios::app);
+    if (!failed.empty() || !steps_out_)
+      throw UsageError("cannot write the metrics file '" + path + "'" +
+                           (failed.empty() ? "" : ": " + failed),
                        "check that its folder is writable");
-    steps_out_ << "device,step,epoch,loss,accuracy,learning_rate,images_per_second,grad_norm\n";
   }
   if (csv_)
     out << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.1f},{}\n", f.device, f.step, f.epoch,
@@ -158,18 +172,19 @@ void MetricsWriter::write_step(const LoggedStep& f) {
     throw UsageError("writing the metrics file '" + path_ + "' failed", "check the disk space");
 }
 
-void MetricsWriter::line(const EpochStats& e) {
+std::string MetricsWriter::line_text(const EpochStats& e) const {
+  std::string out;
   if (csv_) {
-    out_ << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
+    out += fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
                         e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
                         e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
                         e.skipped_steps);
     // An epoch without a validation pass leaves its cells empty rather than writing zeros.
     if (val_)
-      out_ << (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
-    out_ << "\n";
+      out += (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
+    out += "\n";
   } else {
-    out_ << fmt::format(
+    out += fmt::format(
         "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {}, \"train_accuracy\": {}, "
         "\"test_loss\": {}, \"test_accuracy\": {}, \"seconds\": {}, "
         "\"images_per_second\": {}, \"learning_rate\": {}, \"peak_memory_bytes\": {}, "
@@ -182,6 +197,9 @@ void MetricsWriter::line(const EpochStats& e) {
                         ", \"val_accuracy\": " + json_number(e.val_accuracy)
                   : "");
   }
+  return out;
 }
+
+void MetricsWriter::line(const EpochStats& e) { out_ << line_text(e); }
 
 }  // namespace tandem

@@ -42,6 +42,7 @@ class MetricsWriter {
  private:
   void open();  // at the first epoch: the header, and the earlier epochs of a resumed run
   void line(const EpochStats& e);
+  std::string line_text(const EpochStats& e) const;  // one epoch's line, with its newline
   std::ofstream out_, steps_out_;
   bool csv_, val_;
   std::string path_;

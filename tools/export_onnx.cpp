@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 
+#include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/json_text.h"
 #include "engine/report.h"
@@ -374,23 +375,14 @@ void check_output_path(const RunRequest& r) {
   ::unlink(probe.c_str());
 }
 
-// Writes a temporary file beside `path` and renames it into place: a failed write leaves no
-// half-written model, and an old file stays whole until the new one is complete.
+// Writes the model whole or not at all (replace_file): a failed write leaves no half-written
+// model, and an old file stays whole until the new one is complete.
 void write_file(const std::string& path, const std::string& bytes) {
-  const std::string tmp = temporary_name(path);
-  bool ok;
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ok = f && f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) && f.flush();
-  }
-  const int err = errno;
-  std::error_code ec;
-  if (ok) fs::rename(tmp, path, ec);
-  if (!ok || ec) {
-    fs::remove(tmp, ec);
-    throw UsageError("cannot write '" + path + "': " + (ok ? ec.message() : std::strerror(err)),
+  const std::string failed = replace_file(
+      path, [&](FILE* f) { return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(); });
+  if (!failed.empty())
+    throw UsageError("cannot write '" + path + "': " + failed,
                      "check that the folder is writable and the disk is not full");
-  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <plplot.h>
 #endif
 
+#include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/report.h"
 
@@ -233,43 +234,34 @@ void check_plot_path(const std::string& path) {
 
 void write_plot(const std::string& path, const std::vector<PlotPanel>& panels, int width,
                 int height) {
-  namespace fs = std::filesystem;
   check_plot_path(path);
-  std::error_code ec;
-  // Drawn under a temporary name and renamed, so that the path holds a whole plot or none.
-  const fs::path out(path);
-  // Of this process's own: two runs drawing one plot each rename a whole file into place.
-  const fs::path tmp =
-      out.parent_path() / fmt::format(".{}.tmp.{}", out.filename().string(), ::getpid());
   plot_in_progress = path;
-  // A fresh stream per plot: PLplot keeps global state per stream.
-  PLINT previous = 0, stream = 0;
-  plgstrm(&previous);
-  plmkstrm(&stream);
-  plsexit(plot_failed);
-  plsdev("pngcairo");
-  plsfnam(tmp.c_str());
-  plspage(0, 0, width, height, 0, 0);
-  plscmap0(kRed, kGreen, kBlue, kColors);
-  plssub(static_cast<PLINT>(std::max<size_t>(panels.size(), 1)), 1);
-  plinit();
-  plschr(0, kTextScale);
-  int rows = 0;
-  for (const PlotPanel& p : panels) rows = std::max(rows, legend_rows(p));
-  for (const PlotPanel& p : panels) draw_panel(p, rows);
-  plend1();
-  plsstrm(previous);
-  if (fs::file_size(tmp, ec) == 0 || ec) {
-    fs::remove(tmp, ec);
-    throw UsageError("could not write the plot " + path,
+  // Drawn under a temporary name of this process's own and renamed (replace_file_by_name), so
+  // that the path holds a whole plot or none, and two runs drawing one plot each rename a whole
+  // file into place.
+  const std::string failed = replace_file_by_name(path, [&](const std::string& tmp) {
+    // A fresh stream per plot: PLplot keeps global state per stream.
+    PLINT previous = 0, stream = 0;
+    plgstrm(&previous);
+    plmkstrm(&stream);
+    plsexit(plot_failed);
+    plsdev("pngcairo");
+    plsfnam(tmp.c_str());
+    plspage(0, 0, width, height, 0, 0);
+    plscmap0(kRed, kGreen, kBlue, kColors);
+    plssub(static_cast<PLINT>(std::max<size_t>(panels.size(), 1)), 1);
+    plinit();
+    plschr(0, kTextScale);
+    int rows = 0;
+    for (const PlotPanel& p : panels) rows = std::max(rows, legend_rows(p));
+    for (const PlotPanel& p : panels) draw_panel(p, rows);
+    plend1();
+    plsstrm(previous);
+    return true;  // an empty file counts as a failure
+  });
+  if (!failed.empty())
+    throw UsageError("could not write the plot " + path + ": " + failed,
                      "check that the folder is writable (PLplot's pngcairo driver draws it)");
-  }
-  fs::rename(tmp, out, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw UsageError("could not write the plot " + path + ": " + ec.message(),
-                     "check that the folder is writable");
-  }
 }
 
 #else
