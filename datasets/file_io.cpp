@@ -13,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/file_check.h"
+#include "engine/text.h"
 
 namespace tandem::data_io {
 
@@ -27,9 +28,6 @@ std::string gz_message(gzFile f, const std::string& path, int* code) {
   return msg;
 }
 
-// Decompresses `path` (or passes a plain file through) chunk by chunk to `sink(bytes, n)`;
-// returns the byte count. Throws DataError naming the file when it cannot be opened or its gzip
-// stream is corrupt.
 // Opens a data file, a regular file only: a FIFO, a device or a folder is refused by name before
 // anything waits on it or reads it without end.
 ReadFile open_data_file(const std::string& path, uint64_t max_bytes) {
@@ -39,6 +37,9 @@ ReadFile open_data_file(const std::string& path, uint64_t max_bytes) {
   });
 }
 
+// Decompresses `path` (or passes a plain file through) chunk by chunk to `sink(bytes, n)`;
+// returns the byte count. Throws DataError naming the file when it cannot be opened or its gzip
+// stream is corrupt.
 template <typename Sink>
 uint64_t stream_file(const std::string& path, uint64_t max_bytes, Sink&& sink) {
   gzFile f = nullptr;
@@ -110,7 +111,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
     // A gzip stream can unpack to far more than its file: the bound holds for what is kept.
     if (out.size() + n > kMaxWholeDataBytes)
       throw DataError("the data file '" + path + "' unpacks to more than " +
-                          byte_size_text(kMaxWholeDataBytes) + ", more than such a file may have",
+                          format_bytes(kMaxWholeDataBytes) + ", more than such a file may have",
                       "check that it is the data set's own file (it may be damaged)");
     out.insert(out.end(), p, p + n);
   });

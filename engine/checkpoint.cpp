@@ -32,6 +32,7 @@
 #include "engine/graph.h"
 #include "engine/json_text.h"
 #include "engine/optimizer.h"
+#include "engine/text.h"
 #include "engine/utf8.h"
 
 namespace tandem {
@@ -487,14 +488,6 @@ std::string history_text(const std::vector<EpochStats>& epochs) {
     }
   }
   return out;
-}
-
-std::vector<std::string> split(const std::string& text, char at) {
-  std::vector<std::string> parts;
-  std::stringstream ss(text);
-  for (std::string part; std::getline(ss, part, at);) parts.push_back(part);
-  if (!text.empty() && text.back() == at) parts.emplace_back();
-  return parts;
 }
 
 std::vector<EpochStats> history_of(const std::string& text, const std::string& path) {

@@ -173,17 +173,9 @@ ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
     throw ConfigError(where() + ": expected a mapping of keys, got " + scalar_text(node_),
                       "write it as {key: value, ...} or as an indented block of 'key: value' lines");
   }
-  // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and lookups would take the first: refuse them.
-  // One pass with a hash map: a mapping of many keys costs time in proportion to its size.
-  if (node_ && node_.IsMap()) {
-    std::unordered_map<std::string, YAML::Mark> seen;
-    for (auto it = node_.begin(); it != node_.end(); ++it)
-      if (auto [first, fresh] = seen.emplace(it->first.Scalar(), it->first.Mark()); !fresh)
-        throw ConfigError(file_ + ":" + mark_str(it->first.Mark()) + ": " + context_ +
-                              (context_.empty() ? "" : ": ") + "'" + it->first.Scalar() +
-                              "' appears twice (first at " + mark_str(first->second) + ")",
-                          "keep one of them");
-  }
+  // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and a lookup would take the first: parse_config's
+  // check_yaml_tree (engine/yaml_check.h) has refused every such mapping of the document, in one
+  // pass, before any ConfigMap is made of it.
 }
 
 YAML::Node ConfigMap::lookup(const std::string& key) const {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/text.h"
 
 namespace tandem {
 namespace {
@@ -32,8 +33,8 @@ std::string problem_of(const struct stat& st, uint64_t max_bytes) {
   }
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size > max_bytes)
-    return fmt::format("is {}, more than the {} such a file may have", byte_size_text(size),
-                       byte_size_text(max_bytes));
+    return fmt::format("is {}, more than the {} such a file may have", format_bytes(size),
+                       format_bytes(max_bytes));
   return "";
 }
 
@@ -44,15 +45,6 @@ std::string problem_of(const struct stat& st, uint64_t max_bytes) {
 }
 
 }  // namespace
-
-std::string byte_size_text(uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} byte{}", bytes, bytes == 1 ? "" : "s");
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes) / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return fmt::format("{:.1f} {}", v, units[u]);
-}
 
 std::string file_problem(const std::string& path, uint64_t max_bytes) {
   if (path.empty()) return "is an empty path";

@@ -234,12 +234,5 @@ void ProgressBar::finish(const std::vector<std::string>& fields, const std::stri
   if (out_.file == stdout) g_line_open = false;
 }
 
-std::string format_bytes(size_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", b / (1ull << 30));
-  if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / (1ull << 20));
-  if (bytes >= (1ull << 10)) return fmt::format("{:.1f} KiB", b / (1ull << 10));
-  return fmt::format("{} B", bytes);
-}
 
 }  // namespace tandem

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/text.h"  // format_bytes, for the users of these formatters
+
 namespace tandem {
 
 // Where the progress goes: a terminal redraws one line in place, within `width` columns; a file
@@ -95,7 +97,5 @@ std::string format_duration(double seconds);
 std::string format_count(double v);
 // A loss scale: "65,536", or "0.5" below 1.
 std::string format_loss_scale(double scale);
-// "1.50 GiB", "12.0 MiB", "512 B".
-std::string format_bytes(size_t bytes);
 
 }  // namespace tandem

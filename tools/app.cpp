@@ -254,9 +254,6 @@ std::string controls_text(const TrainConfig& t) {
 
 namespace {
 
-// "all" is the CPU, then each GPU when the GPU backend can run here (on GPU 0: "gpu" for a
-// machine's only one), else the CPU alone and the one line that says why there is no GPU. A
-// further GPU that cannot run this build gets its row with the reason, as in any list.
 // Pairs --precision's list with the devices: one precision is every run's (the config's, set by
 // load_config_with_overrides); several run the one device in each, or pair with as many devices.
 // In a list of several precisions each label names its run's ("cpu bf16").
@@ -276,6 +273,10 @@ std::vector<DeviceSpec> with_precisions(std::vector<DeviceSpec> devices,
   return devices;
 }
 
+// The --device list, then its precisions (with_precisions). "all" is the CPU, then each GPU when
+// the GPU backend can run here (on GPU 0: "gpu" for a machine's only one), else the CPU alone and
+// the one line that says why there is no GPU. A further GPU that cannot run this build gets its
+// row with the reason, as in any list.
 std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
   if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
   std::vector<DeviceSpec> out;

@@ -21,11 +21,14 @@
 #include "engine/config.h"  // closest_name
 #include "engine/error.h"
 #include "engine/progress.h"
+#include "engine/text.h"
 #include "engine/user_message.h"
 #include "tools/app.h"
 #include "tools/help.h"
 
 namespace {
+
+using tandem::split;
 
 int parse_int(const std::string& flag, const std::string& v) {
   const std::string hint = "give a whole number after " + flag + " (see trainer --help)";
@@ -76,18 +79,6 @@ double parse_double(const std::string& flag, const std::string& v) {
     }
   }
   throw tandem::UsageError(flag + " expects a number, got '" + v + "'", hint);
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
 }
 
 // The help that lists a command's flags.

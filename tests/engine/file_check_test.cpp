@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/error.h"
+#include "engine/text.h"
 #include "tests/tools/timeout_util.h"
 
 namespace tandem {
@@ -87,9 +88,9 @@ TEST(FileCheck, AnOutputPathMayBeAbsentOrAFileOnly) {
 }
 
 TEST(FileCheck, SizesReadForPeople) {
-  EXPECT_EQ(byte_size_text(1), "1 byte");
-  EXPECT_EQ(byte_size_text(1023), "1023 bytes");
-  EXPECT_EQ(byte_size_text(uint64_t{16} << 20), "16.0 MiB");
+  EXPECT_EQ(format_bytes(1), "1 byte");
+  EXPECT_EQ(format_bytes(1023), "1023 bytes");
+  EXPECT_EQ(format_bytes(uint64_t{16} << 20), "16.0 MiB");
 }
 
 }  // namespace

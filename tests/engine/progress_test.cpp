@@ -37,7 +37,9 @@ TEST(Progress, AccuracyIsAPercentageWithTwoDecimals) {
 TEST(Progress, CountsAndBytesAndDurations) {
   EXPECT_EQ(tandem::format_count(1234567.4), "1,234,567");
   EXPECT_EQ(tandem::format_count(-1234), "-1,234");
-  EXPECT_EQ(tandem::format_bytes(512), "512 B");
+  EXPECT_EQ(tandem::format_bytes(512), "512 bytes");
+  EXPECT_EQ(tandem::format_bytes(uint64_t{5} << 30), "5.0 GiB");
+  EXPECT_EQ(tandem::format_bytes(uint64_t{3} << 40), "3072.0 GiB");
   EXPECT_EQ(tandem::format_bytes(3u << 20), "3.0 MiB");
   EXPECT_EQ(tandem::format_duration(3.25), "3.2s");
   EXPECT_EQ(tandem::format_duration(64), "1m 04s");

@@ -1,0 +1,18 @@
+// Small text helpers shared across the engine and the tools.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+// The parts of `text` between the separators, empty ones included: "a,,b," is {"a", "", "b", ""},
+// and "" is {""}.
+std::vector<std::string> split(const std::string& text, char separator);
+
+// A byte count for people: "1 byte", "512 bytes", "1.5 KiB", "12.0 MiB", "3.0 GiB" (GiB the
+// largest unit: a huge size stays in GiB, "3072.0 GiB").
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace tandem
