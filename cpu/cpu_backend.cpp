@@ -131,8 +131,9 @@ InfoRows CpuBackend::info() const {
                                     "--threads {})",
                                     threads_, omp_get_num_procs(), omp_get_num_procs())
                       : std::to_string(threads_)},
-      {"ISA", isa_name(dnnl::get_effective_cpu_isa()) +
-                  (isa_limit().empty() ? "" : " (limited by DNNL_MAX_CPU_ISA=" + isa_limit() + ")")},
+      {"ISA",
+       isa_name(dnnl::get_effective_cpu_isa()) +
+           (isa_limit().empty() ? "" : " (limited by DNNL_MAX_CPU_ISA=" + isa_limit() + ")")},
       {"bf16", cpu_has_bf16() ? "native (precision: bf16 runs oneDNN's bf16 kernels)"
                : isa_limit().empty()
                    ? "no (no AVX512-BF16 instructions; precision: bf16 is refused)"

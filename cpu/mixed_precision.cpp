@@ -291,8 +291,8 @@ void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tens
 #pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
       for (int64_t i = 0; i < n; ++i)
         // A NaN x is not <= 0: its gradient passes, as oneDNN's fp32 relu lets it.
-        out[i] = select_bf16(!(bf16_to_f32(d[i]) <= 0.f), g[i],
-                             f32_to_bf16(bf16_to_f32(g[i]) * slope));
+        out[i] =
+            select_bf16(!(bf16_to_f32(d[i]) <= 0.f), g[i], f32_to_bf16(bf16_to_f32(g[i]) * slope));
       break;
     case Activation::kSigmoid:
 #pragma omp parallel for simd schedule(static) if (parallel : n > 16384)

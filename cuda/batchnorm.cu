@@ -61,8 +61,8 @@ __global__ void moments_finish_kernel(float* save_mean, float* inv_std, float* r
       const Moments& p = partial[ch * parts + part];
       merge_moments<double>(n, mean, m2, p.n, p.mean, p.m2);
     }
-    const kernel::ChannelStats s = kernel::bn_channel_stats(n, mean, m2, running_mean[ch],
-                                                            running_var[ch], momentum, eps);
+    const kernel::ChannelStats s =
+        kernel::bn_channel_stats(n, mean, m2, running_mean[ch], running_var[ch], momentum, eps);
     save_mean[ch] = s.mean;
     inv_std[ch] = s.inv_std;
     running_mean[ch] = s.running_mean;
@@ -120,8 +120,8 @@ __global__ void batchnorm_dx_kernel(float* dx, const float* dy, const float* x, 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ch = channel_of(i, inner, c, n);
-    dx[i] = kernel::bn_dx(dy[i], x[i], mean[ch], inv_std[ch], gamma[ch], dgamma[ch], dbeta[ch],
-                          inv_m);
+    dx[i] =
+        kernel::bn_dx(dy[i], x[i], mean[ch], inv_std[ch], gamma[ch], dgamma[ch], dbeta[ch], inv_m);
   }
 }
 
@@ -156,8 +156,8 @@ void CudaBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tenso
                               {&beta, &save_mean, &save_inv_std, &running_mean, &running_var});
   expect_numel(y, x.numel(), "batchnorm output");
   const double m = static_cast<double>(g.n * g.inner);
-  TANDEM_CHECK(m > 1, "batch normalization needs more than one value per channel, got " +
-                          x.shape().str());
+  TANDEM_CHECK(m > 1,
+               "batch normalization needs more than one value per channel, got " + x.shape().str());
   // Parts as channel_sums': at least 16 values a thread, at most 64 per channel.
   const int64_t count = g.n * g.inner;
   const int parts = static_cast<int>(std::clamp<int64_t>(count / (16 * kThreads), 1, 64));
@@ -185,8 +185,8 @@ void CudaBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const 
     batchnorm_forward_inference(sy.get(), sx.get(), gamma, beta, running_mean, running_var, eps);
     return sy.finish();
   }
-  const Geometry g = geometry(x, gamma, "batchnorm_forward_inference",
-                              {&beta, &running_mean, &running_var});
+  const Geometry g =
+      geometry(x, gamma, "batchnorm_forward_inference", {&beta, &running_mean, &running_var});
   expect_numel(y, x.numel(), "batchnorm output");
   if (x.numel() == 0) return;
   normalize_running_kernel<<<grid_for(x.numel()), kThreads, 0, stream_>>>(
@@ -207,8 +207,8 @@ void CudaBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, 
     if (sdx) sdx->finish();
     return;
   }
-  const Geometry g = geometry(x, gamma, "batchnorm_backward",
-                              {&dgamma, &dbeta, &save_mean, &save_inv_std});
+  const Geometry g =
+      geometry(x, gamma, "batchnorm_backward", {&dgamma, &dbeta, &save_mean, &save_inv_std});
   expect_numel(dy, x.numel(), "batchnorm output gradient");
   channel_sums(*this, g.n, g.c, g.inner, GradValue{dy.data(), x.data(), save_mean.data()},
                GradFinish{dgamma.data(), dbeta.data(), save_inv_std.data()});

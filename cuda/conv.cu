@@ -20,39 +20,62 @@ namespace tandem {
 
 std::string conv_fwd_algo_name(cudnnConvolutionFwdAlgo_t a) {
   switch (a) {
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
-    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
-    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
-    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-    default: return "algo " + std::to_string(static_cast<int>(a));
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
+      return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
+      return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
+      return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT:
+      return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    default:
+      return "algo " + std::to_string(static_cast<int>(a));
   }
 }
 
 std::string conv_bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a) {
   switch (a) {
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
-    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-    default: return "algo " + std::to_string(static_cast<int>(a));
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
+      return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
+      return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD:
+      return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    default:
+      return "algo " + std::to_string(static_cast<int>(a));
   }
 }
 
 std::string conv_bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
   switch (a) {
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
-    default: return "algo " + std::to_string(static_cast<int>(a));
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
+      return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1:
+      return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT:
+      return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
+      return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+      return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING:
+      return "FFT_TILING";
+    default:
+      return "algo " + std::to_string(static_cast<int>(a));
   }
 }
 
@@ -102,8 +125,8 @@ void gather(const CudaBackend& be, const ConvEntry& e, const std::vector<Perf>& 
            workspace_of(perf[i].algo, &r.workspace) == CUDNN_STATUS_SUCCESS;
   }
   c->algos.clear(), c->maths.clear(), c->workspaces.clear();
-  for (int i : conv_candidate_order(ranked, o.deterministic, ops, o.workspace_bytes,
-                                    accumulate_once)) {
+  for (int i :
+       conv_candidate_order(ranked, o.deterministic, ops, o.workspace_bytes, accumulate_once)) {
     c->algos.push_back(static_cast<int>(perf[i].algo));
     c->maths.push_back(to_cudnn(conv_run_math(ranked[i].math, ops)));
     c->workspaces.push_back(ranked[i].workspace);
@@ -158,8 +181,8 @@ bool rank(CudaBackend& be, const ConvEntry& e, const char* pass, int max_count, 
     } catch (const DeviceError&) {  // that much device memory is not free: rank without trials
     }
     if (status == CUDNN_STATUS_SUCCESS && *got > 0) return true;
-    log_warning(std::string("cuDNN's timed ") + pass + " algorithm search for conv2d " +
-                e.shape + " failed (" +
+    log_warning(std::string("cuDNN's timed ") + pass + " algorithm search for conv2d " + e.shape +
+                " failed (" +
                 (status == CUDNN_STATUS_SUCCESS ? "no result" : cudnnGetErrorString(status)) +
                 "); taking its heuristic ranking");
     rank_with_base_math(be, e);
@@ -199,12 +222,12 @@ void choose_bwd_data(CudaBackend& be, ConvEntry& e, const void* w, const void* d
   e.bwd_data.timed = rank(
       be, e, "backward-data", max_count,
       [&](void* ws, size_t bytes, int count, int* n, cudnnConvolutionBwdDataAlgoPerf_t* out) {
-        return cudnnFindConvolutionBackwardDataAlgorithmEx(be.cudnn(), e.w, w, e.y, dy, e.conv,
-                                                           e.x, dx, count, n, out, ws, bytes);
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(be.cudnn(), e.w, w, e.y, dy, e.conv, e.x,
+                                                           dx, count, n, out, ws, bytes);
       },
       [&](int count, int* n, cudnnConvolutionBwdDataAlgoPerf_t* out) {
-        return cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x,
-                                                           count, n, out);
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(be.cudnn(), e.w, e.y, e.conv, e.x, count,
+                                                           n, out);
       },
       query, &perf, &got);
   gather(be, e, perf, got, query, false, &e.bwd_data);
@@ -248,10 +271,10 @@ bool run_pass(CudaBackend& be, ConvEntry& e, ConvPass& c, const char* pass,
     }
     // cuDNN 9 reports a refusal by its category: NOT_SUPPORTED_SHAPE, _LAYOUT, ... are 30xx.
     const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
-    const ConvCall answer = category == CUDNN_STATUS_NOT_SUPPORTED ||
-                                    category == CUDNN_STATUS_EXECUTION_FAILED
-                                ? ConvCall::kRefused
-                                : ConvCall::kFailed;
+    const ConvCall answer =
+        category == CUDNN_STATUS_NOT_SUPPORTED || category == CUDNN_STATUS_EXECUTION_FAILED
+            ? ConvCall::kRefused
+            : ConvCall::kFailed;
     if (!conv_takes_next(answer, c.ran)) CUDNN_CHECK(status);
     log_warning(std::string("cuDNN refused its ") + pass + " algorithm " + algo_name(c.algo()) +
                 " for conv2d " + e.shape + " (" + cudnnGetErrorString(status) +
@@ -261,7 +284,9 @@ bool run_pass(CudaBackend& be, ConvEntry& e, ConvPass& c, const char* pass,
   return false;
 }
 
-std::string fwd_name(int a) { return conv_fwd_algo_name(static_cast<cudnnConvolutionFwdAlgo_t>(a)); }
+std::string fwd_name(int a) {
+  return conv_fwd_algo_name(static_cast<cudnnConvolutionFwdAlgo_t>(a));
+}
 std::string bwd_data_name(int a) {
   return conv_bwd_data_algo_name(static_cast<cudnnConvolutionBwdDataAlgo_t>(a));
 }
@@ -277,7 +302,8 @@ void none_left(CudaBackend& be, ConvEntry& e, ConvPass& c, const char* pass) {
   c.fp32 = true;
   if (!be.options().conv16_in_fp32)
     log_warning(std::string("cuDNN offers no ") + dtype_name(e.dtype) + " " + pass +
-                " algorithm for conv2d " + e.shape + ": that pass computes in fp32 on converted "
+                " algorithm for conv2d " + e.shape +
+                ": that pass computes in fp32 on converted "
                 "copies (slower; the results are as accurate)");
 }
 

@@ -1,12 +1,13 @@
-// CudaBackend: device selection and checks, handles, caching allocator, transfers, descriptor caches.
+// CudaBackend: device selection and checks, handles, caching allocator, transfers, descriptor
+// caches.
 #include "cuda/cuda_backend.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/dtype_support.h"
@@ -113,11 +114,12 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
                                    const Conv2dParams& p, DType dtype) {
   TANDEM_CHECK(x.shape().rank() == 4 && w.shape().rank() == 4 && y.shape().rank() == 4,
                "conv2d tensors must be 4-D");
-  TANDEM_CHECK(x.dim(1) == w.dim(1), "conv2d channels of x " + x.shape().str() + " and w " +
-                                         w.shape().str());
-  Shape expected{x.dim(0), w.dim(0),
-                 conv_out_size(x.dim(2), static_cast<int>(w.dim(2)), p.stride_h, p.pad_h, p.dilation_h),
-                 conv_out_size(x.dim(3), static_cast<int>(w.dim(3)), p.stride_w, p.pad_w, p.dilation_w)};
+  TANDEM_CHECK(x.dim(1) == w.dim(1),
+               "conv2d channels of x " + x.shape().str() + " and w " + w.shape().str());
+  Shape expected{
+      x.dim(0), w.dim(0),
+      conv_out_size(x.dim(2), static_cast<int>(w.dim(2)), p.stride_h, p.pad_h, p.dilation_h),
+      conv_out_size(x.dim(3), static_cast<int>(w.dim(3)), p.stride_w, p.pad_w, p.dilation_w)};
   expect_shape(y, expected, "conv2d output");
   TANDEM_CHECK(dtype != DType::kI32, "conv2d computes in fp32, bf16 or fp16");
   const bool low = is_16bit(dtype);
@@ -177,8 +179,9 @@ PoolEntry& CudaBackend::pool_entry(const Tensor& x, const Tensor& y, const Pool2
   Shape expected{x.dim(0), x.dim(1), conv_out_size(x.dim(2), p.kernel_h, p.stride_h, p.pad_h),
                  conv_out_size(x.dim(3), p.kernel_w, p.stride_w, p.pad_w)};
   expect_shape(y, expected, "pool2d output");
-  PoolKey key{x.dim(0), x.dim(1), x.dim(2), x.dim(3), static_cast<int64_t>(p.mode),
-              p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w, 0};
+  PoolKey key{x.dim(0),   x.dim(1),   x.dim(2),   x.dim(3),   static_cast<int64_t>(p.mode),
+              p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h,
+              p.pad_w,    0};
   auto it = pool_cache_.find(key);
   if (it != pool_cache_.end()) return *it->second;
   auto e = std::make_unique<PoolEntry>();
@@ -216,17 +219,16 @@ CudaBackend::CudaBackend(const BackendOptions& options) : options_(options) {
       throw_cuda_error(cudaErrorNoDevice, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
     device_ = options.device_index;
     if (device_ < 0 || device_ >= count)
-      throw DeviceError("GPU " + std::to_string(device_) + " does not exist: this machine has " +
-                            std::to_string(count) + " GPU" + (count > 1 ? "s" : ""),
-                        "pick a GPU index from 0 to " + std::to_string(count - 1) +
-                            " (see `trainer devices`)");
+      throw DeviceError(
+          "GPU " + std::to_string(device_) + " does not exist: this machine has " +
+              std::to_string(count) + " GPU" + (count > 1 ? "s" : ""),
+          "pick a GPU index from 0 to " + std::to_string(count - 1) + " (see `trainer devices`)");
     CUDA_CHECK(cudaSetDevice(device_));
     CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
     if (auto why = explain_arch_support(prop_.name, prop_.major, prop_.minor,
                                         CudaContext::compiled_archs()))
       throw DeviceError(why->cause, why->hint);
-    if (auto why = explain_loaded_cudnn())
-      throw DeviceError(why->cause, why->hint);
+    if (auto why = explain_loaded_cudnn()) throw DeviceError(why->cause, why->hint);
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
@@ -358,20 +360,22 @@ std::vector<std::string> CudaBackend::placement_log() const {
     pass(" fwd ", e->fwd, conv_fwd_algo_name(static_cast<cudnnConvolutionFwdAlgo_t>(at(e->fwd))));
     pass(", bwd_data ", e->bwd_data,
          conv_bwd_data_algo_name(static_cast<cudnnConvolutionBwdDataAlgo_t>(at(e->bwd_data))));
-    pass(", bwd_filter ", e->bwd_filter,
-         conv_bwd_filter_algo_name(
-             static_cast<cudnnConvolutionBwdFilterAlgo_t>(at(e->bwd_filter))));
+    pass(
+        ", bwd_filter ", e->bwd_filter,
+        conv_bwd_filter_algo_name(static_cast<cudnnConvolutionBwdFilterAlgo_t>(at(e->bwd_filter))));
     lines.push_back(s + ", " + entry_math + (options_.deterministic ? ", deterministic" : ""));
   }
-  lines.push_back("gemm: cuBLAS sgemm (" + math + (options_.tf32 ? " tensor-op math)" : " default math)"));
+  lines.push_back("gemm: cuBLAS sgemm (" + math +
+                  (options_.tf32 ? " tensor-op math)" : " default math)"));
   if (is_16bit(gemm16_))
     lines.push_back(fmt::format(
         "gemm with {} operands: cuBLAS GemmEx ({} tensor-op math, "
         "CUBLAS_COMPUTE_32F; fp32 operands rounded to {} first)",
         dtype_name(gemm16_), gemm16_ == DType::kBF16 ? "BF16" : "FP16", dtype_name(gemm16_)));
   lines.push_back("pool2d: cuDNN pooling forward; backward: tandem kernels (max: first maximum)");
-  lines.push_back("activations, bias, dropout, losses, optimizers: tandem CUDA kernels "
-                  "(fixed-order reductions)");
+  lines.push_back(
+      "activations, bias, dropout, losses, optimizers: tandem CUDA kernels "
+      "(fixed-order reductions)");
   if (is_16bit(gemm16_) || std::any_of(conv_order_.begin(), conv_order_.end(),
                                        [](const ConvEntry* e) { return is_16bit(e->dtype); }))
     lines.push_back(
@@ -556,7 +560,8 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
                          (dst.layout() == Layout::kPlain || dst.shape() == src.shape());
   if (!same_form) return typed::convert(*this, dst, src);
   if (dst.data() == src.data() || dst.bytes() == 0) return;
-  CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
+  CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), src.data(), dst.bytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
 void CudaBackend::copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,

@@ -54,14 +54,14 @@ class DevicePool : public std::enable_shared_from_this<DevicePool> {
 // (conv_algo.h), and the one in use. Each is an algorithm of the pass's enum, the math type it
 // runs with (set on the descriptor before every call: the passes share it) and its workspace.
 struct ConvPass {
-  bool ranked = false;      // the candidates were gathered (at the pass's first call)
-  bool timed = false;       // by cudnnFind*, not heuristics
-  bool ran = false;         // the candidate in use has run once
-  bool fp32 = false;        // 16-bit data, no candidate left: the pass computes in fp32 (conv.cu)
-  std::vector<int> algos;   // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  bool ranked = false;     // the candidates were gathered (at the pass's first call)
+  bool timed = false;      // by cudnnFind*, not heuristics
+  bool ran = false;        // the candidate in use has run once
+  bool fp32 = false;       // 16-bit data, no candidate left: the pass computes in fp32 (conv.cu)
+  std::vector<int> algos;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
   std::vector<cudnnMathType_t> maths;
   std::vector<size_t> workspaces;
-  size_t at = 0;            // the candidate in use
+  size_t at = 0;  // the candidate in use
   bool none_left() const { return at >= algos.size(); }
   int algo() const { return algos[at]; }
   cudnnMathType_t math() const { return maths[at]; }
@@ -244,12 +244,12 @@ class CudaBackend : public Backend {
   size_t staging_bytes_ = 0;
   cudaEvent_t staging_free_ = nullptr;  // recorded after the last copy out of the staging buffer
   unsigned long long* device_flag_ = nullptr;
-  unsigned long long* host_flag_ = nullptr;  // pinned; [0] counts, [1] is the label word
-  cudaEvent_t later_done_ = nullptr;         // recorded after download_later's copy
-  bool later_pending_ = false;               // a download_later not yet waited for
-  int64_t later_label_classes_ = 0;          // > 0: its label word ([2]) is still to be checked
+  unsigned long long* host_flag_ = nullptr;   // pinned; [0] counts, [1] is the label word
+  cudaEvent_t later_done_ = nullptr;          // recorded after download_later's copy
+  bool later_pending_ = false;                // a download_later not yet waited for
+  int64_t later_label_classes_ = 0;           // > 0: its label word ([2]) is still to be checked
   std::atomic<bool> warned_pageable_{false};  // allocate_host fell back to pageable memory once
-  int64_t label_classes_ = 0;  // > 0: a label check is queued, for a model of this many classes
+  int64_t label_classes_ = 0;   // > 0: a label check is queued, for a model of this many classes
   DType gemm16_ = DType::kF32;  // the dtype of the last 16-bit product, for placement_log()
   std::map<ConvKey, std::unique_ptr<ConvEntry>> conv_cache_;
   std::vector<const ConvEntry*> conv_order_;  // insertion order, for placement_log()
@@ -339,8 +339,8 @@ inline unsigned grid_for(int64_t n) {
 
 // Checks that a tensor has the expected shape (a bug in the caller otherwise).
 inline void expect_shape(const Tensor& t, const Shape& s, const char* what) {
-  TANDEM_CHECK(t.shape() == s, std::string(what) + " has shape " + t.shape().str() +
-                                   ", expected " + s.str());
+  TANDEM_CHECK(t.shape() == s,
+               std::string(what) + " has shape " + t.shape().str() + ", expected " + s.str());
 }
 inline void expect_numel(const Tensor& t, int64_t n, const char* what) {
   TANDEM_CHECK(t.numel() == n, std::string(what) + " has " + std::to_string(t.numel()) +

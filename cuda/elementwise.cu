@@ -15,7 +15,7 @@
 namespace tandem {
 namespace {
 
-#define GRID_STRIDE(i, n)                                                              \
+#define GRID_STRIDE(i, n)                                                                \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 

@@ -35,10 +35,14 @@ enum ActivationKind : int { kRelu = 0, kLeakyRelu = 1, kSigmoid = 2, kTanh = 3 }
 // y of x. relu passes a NaN on (v <= 0 is false for it).
 TANDEM_KERNEL_HD float activation_value(int kind, float v, float alpha) {
   switch (kind) {
-    case kRelu: return v <= 0.f ? 0.f : v;
-    case kLeakyRelu: return v > 0.f ? v : alpha * v;
-    case kSigmoid: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
+    case kRelu:
+      return v <= 0.f ? 0.f : v;
+    case kLeakyRelu:
+      return v > 0.f ? v : alpha * v;
+    case kSigmoid:
+      return 1.f / (1.f + expf(-v));
+    default:
+      return tanhf(v);
   }
 }
 
@@ -48,10 +52,14 @@ TANDEM_KERNEL_HD float activation_value(int kind, float v, float alpha) {
 // threshold_backward do the same).
 TANDEM_KERNEL_HD float activation_grad(int kind, float g, float d, float alpha) {
   switch (kind) {
-    case kRelu: return g * (d <= 0.f ? 0.f : 1.f);
-    case kLeakyRelu: return d <= 0.f ? alpha * g : g;
-    case kSigmoid: return g * d * (1.f - d);
-    default: return g * (1.f - d * d);
+    case kRelu:
+      return g * (d <= 0.f ? 0.f : 1.f);
+    case kLeakyRelu:
+      return d <= 0.f ? alpha * g : g;
+    case kSigmoid:
+      return g * d * (1.f - d);
+    default:
+      return g * (1.f - d * d);
   }
 }
 
@@ -105,7 +113,8 @@ TANDEM_KERNEL_HD float softmax_ce_row(float* probs, const float* z, int64_t c, i
   for (int64_t j = 1; j < c; ++j) m = fmaxf(m, z[j]);
   double sum = 0;
   for (int64_t j = 0; j < c; ++j) sum += exp(static_cast<double>(z[j] - m));
-  for (int64_t j = 0; j < c; ++j) probs[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) / sum);
+  for (int64_t j = 0; j < c; ++j)
+    probs[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) / sum);
   if (label < 0 || label >= c) return 0.f;
   return static_cast<float>(log(sum) - (z[label] - m));
 }
@@ -185,9 +194,8 @@ struct ChannelStats {
 // A channel's statistics from the moments of its m values (n, mean, m2: the sum of squared
 // deviations), in double: the batch's mean and 1 / sqrt(biased variance + eps), and the running
 // statistics moved by `momentum` toward the batch's mean and unbiased variance.
-TANDEM_KERNEL_HD ChannelStats bn_channel_stats(double n, double mean, double m2,
-                                               float running_mean, float running_var,
-                                               double momentum, double eps) {
+TANDEM_KERNEL_HD ChannelStats bn_channel_stats(double n, double mean, double m2, float running_mean,
+                                               float running_var, double momentum, double eps) {
   return {static_cast<float>(mean), static_cast<float>(1.0 / sqrt(m2 / n + eps)),
           static_cast<float>((1.0 - momentum) * running_mean + momentum * mean),
           static_cast<float>((1.0 - momentum) * running_var + momentum * (m2 / (n - 1.0)))};
@@ -199,8 +207,8 @@ TANDEM_KERNEL_HD float bn_normalize(float x, float mean, float inv_std, float ga
 }
 
 // y of x in inference, with the running statistics.
-TANDEM_KERNEL_HD float bn_normalize_running(float x, float mean, float var, float gamma,
-                                            float beta, float eps) {
+TANDEM_KERNEL_HD float bn_normalize_running(float x, float mean, float var, float gamma, float beta,
+                                            float eps) {
   return (x - mean) * (gamma / sqrtf(var + eps)) + beta;
 }
 

@@ -78,9 +78,9 @@ __global__ void minus_onehot(float* d, const float* v, const int32_t* labels, in
 
 namespace {
 void check_rows(const Tensor& scores, const Tensor& labels, const char* what) {
-  TANDEM_CHECK(scores.shape().rank() == 2 && labels.numel() == scores.dim(0),
-               std::string(what) + ": scores " + scores.shape().str() + ", labels " +
-                   labels.shape().str());
+  TANDEM_CHECK(
+      scores.shape().rank() == 2 && labels.numel() == scores.dim(0),
+      std::string(what) + ": scores " + scores.shape().str() + ", labels " + labels.shape().str());
   TANDEM_CHECK(labels.dtype() == DType::kI32, std::string(what) + ": labels must be int32");
 }
 }  // namespace
@@ -152,10 +152,11 @@ void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, con
   check_rows(logits, labels, "softmax_cross_entropy_forward");
   expect_shape(probs, logits.shape(), "probs");
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  rows_then_sum(*this, loss, n, c, n > 0 ? 1.0 / static_cast<double>(n) : 0.0, [&](float* rows, unsigned long long* flag) {
-    softmax_ce_rows<<<grid_for(n), kThreads, 0, stream_>>>(probs.data(), rows, logits.data(),
-                                                           labels.data_i32(), n, c, flag);
-  });
+  rows_then_sum(*this, loss, n, c, n > 0 ? 1.0 / static_cast<double>(n) : 0.0,
+                [&](float* rows, unsigned long long* flag) {
+                  softmax_ce_rows<<<grid_for(n), kThreads, 0, stream_>>>(
+                      probs.data(), rows, logits.data(), labels.data_i32(), n, c, flag);
+                });
 }
 
 void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
@@ -168,9 +169,8 @@ void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& 
   check_rows(probs, labels, "softmax_cross_entropy_backward");
   expect_shape(dlogits, probs.shape(), "dlogits");
   const int64_t n = probs.dim(0), c = probs.dim(1);
-  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(dlogits.data(), probs.data(),
-                                                          labels.data_i32(), n, c,
-                                                          1.f / static_cast<float>(n));
+  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(
+      dlogits.data(), probs.data(), labels.data_i32(), n, c, 1.f / static_cast<float>(n));
   CUDA_CHECK_LAUNCH();
 }
 
@@ -184,8 +184,9 @@ void CudaBackend::mse_forward(Tensor& loss, const Tensor& pred, const Tensor& la
   const int64_t n = pred.dim(0), c = pred.dim(1);
   rows_then_sum(*this, loss, n, c, n * c > 0 ? 1.0 / static_cast<double>(n * c) : 0.0,
                 [&](float* rows, unsigned long long* flag) {
-    mse_rows<<<grid_for(n), kThreads, 0, stream_>>>(rows, pred.data(), labels.data_i32(), n, c, flag);
-  });
+                  mse_rows<<<grid_for(n), kThreads, 0, stream_>>>(rows, pred.data(),
+                                                                  labels.data_i32(), n, c, flag);
+                });
 }
 
 void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) {
@@ -197,9 +198,8 @@ void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& 
   check_rows(pred, labels, "mse_backward");
   expect_shape(dpred, pred.shape(), "dpred");
   const int64_t n = pred.dim(0), c = pred.dim(1);
-  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(dpred.data(), pred.data(),
-                                                          labels.data_i32(), n, c,
-                                                          2.f / static_cast<float>(n * c));
+  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(
+      dpred.data(), pred.data(), labels.data_i32(), n, c, 2.f / static_cast<float>(n * c));
   CUDA_CHECK_LAUNCH();
 }
 

@@ -77,18 +77,21 @@ __global__ void permute_kernel(Bits* dst, const Bits* src, int64_t n, Order so, 
 template <typename S, typename D>
 void launch_convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
   const int64_t n = src.numel();
-  convert_kernel<S, D><<<grid_for(n), kThreads, 0, b.stream()>>>(
-      static_cast<D*>(dst.raw()), static_cast<const S*>(src.raw()), n, order_of(src),
-      order_of(dst));
+  convert_kernel<S, D><<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<D*>(dst.raw()),
+                                                                 static_cast<const S*>(src.raw()),
+                                                                 n, order_of(src), order_of(dst));
   CUDA_CHECK_LAUNCH();
 }
 
 template <typename S>
 void convert_from(CudaBackend& b, Tensor& dst, const Tensor& src) {
   switch (dst.dtype()) {
-    case DType::kBF16: return launch_convert<S, bf16>(b, dst, src);
-    case DType::kF16: return launch_convert<S, fp16>(b, dst, src);
-    default: return launch_convert<S, float>(b, dst, src);
+    case DType::kBF16:
+      return launch_convert<S, bf16>(b, dst, src);
+    case DType::kF16:
+      return launch_convert<S, fp16>(b, dst, src);
+    default:
+      return launch_convert<S, float>(b, dst, src);
   }
 }
 
@@ -120,10 +123,14 @@ __global__ void count_nonfinite_kernel(unsigned long long* count, const T* t, in
 
 int activation_kind(Activation a) {
   switch (a) {
-    case Activation::kRelu: return kernel::kRelu;
-    case Activation::kLeakyRelu: return kernel::kLeakyRelu;
-    case Activation::kSigmoid: return kernel::kSigmoid;
-    case Activation::kTanh: return kernel::kTanh;
+    case Activation::kRelu:
+      return kernel::kRelu;
+    case Activation::kLeakyRelu:
+      return kernel::kLeakyRelu;
+    case Activation::kSigmoid:
+      return kernel::kSigmoid;
+    case Activation::kTanh:
+      return kernel::kTanh;
   }
   return kernel::kRelu;
 }
@@ -217,9 +224,12 @@ void convert(CudaBackend& b, Tensor& dst, const Tensor& src) {
     return dtype_size(src.dtype()) == 2 ? launch_permute<uint16_t>(b, dst, src)
                                         : launch_permute<uint32_t>(b, dst, src);
   switch (src.dtype()) {
-    case DType::kBF16: return convert_from<bf16>(b, dst, src);
-    case DType::kF16: return convert_from<fp16>(b, dst, src);
-    default: return convert_from<float>(b, dst, src);
+    case DType::kBF16:
+      return convert_from<bf16>(b, dst, src);
+    case DType::kF16:
+      return convert_from<fp16>(b, dst, src);
+    default:
+      return convert_from<float>(b, dst, src);
   }
 }
 
@@ -279,9 +289,9 @@ bool add(CudaBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2) {
   if (n == 0) return true;
   by_type(y.dtype(), [&](auto v) {
     using T = decltype(v);
-    add_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
-        static_cast<T*>(y.raw()), static_cast<const T*>(x1.raw()), static_cast<const T*>(x2.raw()),
-        n);
+    add_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(static_cast<T*>(y.raw()),
+                                                            static_cast<const T*>(x1.raw()),
+                                                            static_cast<const T*>(x2.raw()), n);
   });
   CUDA_CHECK_LAUNCH();
   return true;

@@ -69,8 +69,7 @@ __global__ void norm_finish_kernel(float* norm, const double* partial, int parts
                         : static_cast<float>(sum);
 }
 
-__global__ void gate_kernel(float* gate, const float* loss, const float* grad_norm,
-                            GateParams p) {
+__global__ void gate_kernel(float* gate, const float* loss, const float* grad_norm, GateParams p) {
   gate_step(gate, *loss, grad_norm ? *grad_norm : 0.f, grad_norm != nullptr, p);
 }
 
@@ -118,8 +117,8 @@ void CudaBackend::update_gate(Tensor& gate, const Tensor& loss, const Tensor* gr
   expect_numel(gate, kGateSize, "update gate");
   expect_numel(loss, 1, "update gate loss");
   if (grad_norm) expect_numel(*grad_norm, 1, "update gate gradient norm");
-  gate_kernel<<<1, 1, 0, stream_>>>(gate.data(), loss.data(), grad_norm ? grad_norm->data() : nullptr,
-                                    p);
+  gate_kernel<<<1, 1, 0, stream_>>>(gate.data(), loss.data(),
+                                    grad_norm ? grad_norm->data() : nullptr, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -22,8 +22,8 @@ __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const PlanePos pos = plane_pos(i, g.H, g.W, total);
-    dx[i] = kernel::max_pool_dx(x + pos.plane * g.H * g.W, dy + pos.plane * g.P * g.Q, pos.h,
-                                pos.w, g);
+    dx[i] =
+        kernel::max_pool_dx(x + pos.plane * g.H * g.W, dy + pos.plane * g.P * g.Q, pos.h, pos.w, g);
   }
 }
 
@@ -39,10 +39,18 @@ __global__ void avg_pool_backward_kernel(float* __restrict__ dx, const float* __
 }
 
 PoolGeom geometry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
-  return PoolGeom{static_cast<int>(x.dim(0)), static_cast<int>(x.dim(1)),
-                  static_cast<int>(x.dim(2)), static_cast<int>(x.dim(3)),
-                  static_cast<int>(y.dim(2)), static_cast<int>(y.dim(3)),
-                  p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w};
+  return PoolGeom{static_cast<int>(x.dim(0)),
+                  static_cast<int>(x.dim(1)),
+                  static_cast<int>(x.dim(2)),
+                  static_cast<int>(x.dim(3)),
+                  static_cast<int>(y.dim(2)),
+                  static_cast<int>(y.dim(3)),
+                  p.kernel_h,
+                  p.kernel_w,
+                  p.stride_h,
+                  p.stride_w,
+                  p.pad_h,
+                  p.pad_w};
 }
 
 }  // namespace
@@ -81,7 +89,8 @@ void CudaBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x,
     max_pool_backward_kernel<<<grid_for(dx.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(),
                                                                              x.data(), g);
   else
-    avg_pool_backward_kernel<<<grid_for(dx.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(), g);
+    avg_pool_backward_kernel<<<grid_for(dx.numel()), kThreads, 0, stream_>>>(dx.data(), dy.data(),
+                                                                             g);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
-// Image folder reader: one sub-folder per class; the images stb_image decodes (has_image_extension).
+// Image folder reader: one sub-folder per class; the images stb_image decodes
+// (has_image_extension).
 #include "datasets/image_folder.h"
 
 #include <spdlog/spdlog.h>

@@ -157,7 +157,7 @@ class Backend {
   // that an upload from it needs no staging copy. An upload from it may still be reading it until
   // the next synchronize() or download(); from any other memory upload() has read it on return.
   virtual std::shared_ptr<void> allocate_host(size_t bytes) { return aligned_host_memory(bytes); }
-  virtual void upload(Tensor& dst, const void* host) = 0;       // dst.bytes() from host memory
+  virtual void upload(Tensor& dst, const void* host) = 0;  // dst.bytes() from host memory
   // Like upload(), from allocate_host memory, but on a copy stream where the device has one, so
   // that it overlaps the ops queued since the last take_uploads(): the copy waits for the ops
   // queued before that call (one may still use dst's memory: the buffer the copy before filled
@@ -172,7 +172,7 @@ class Backend {
   // which the caller may then refill (cheap in practice: they ran beside the step before). The
   // copies queued since are not waited for.
   virtual void wait_taken_uploads() {}
-  virtual void download(void* host, const Tensor& src) = 0;     // src.bytes() to host memory
+  virtual void download(void* host, const Tensor& src) = 0;  // src.bytes() to host memory
   // Like download(), into allocate_host memory, but queued like an op: `host` holds src's values
   // once wait_downloads() returns (or the next synchronize() or download()), and the ops queued
   // meanwhile run on. One at a time: a second call first waits for the first.
@@ -261,8 +261,8 @@ class Backend {
   // (M / (M - 1)), as PyTorch does. Needs M > 1.
   virtual void batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
                                           Tensor& running_mean, Tensor& running_var,
-                                          const Tensor& x, const Tensor& gamma,
-                                          const Tensor& beta, float momentum, float eps) = 0;
+                                          const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                          float momentum, float eps) = 0;
   // Inference: y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta.
   virtual void batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
                                            const Tensor& beta, const Tensor& running_mean,

@@ -12,8 +12,8 @@
 namespace tandem {
 
 struct BackendOptions {
-  int threads = 0;          // CPU threads; 0 = every core
-  int device_index = 0;     // GPU index
+  int threads = 0;       // CPU threads; 0 = every core
+  int device_index = 0;  // GPU index
   bool deterministic = false;
   bool tf32 = false;
   size_t workspace_bytes = 256u << 20;  // GPU convolution workspace limit

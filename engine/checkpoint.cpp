@@ -251,8 +251,9 @@ class JsonReader {
 };
 
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
-  throw CheckpointError(fmt::format("checkpoint '{}' is unusable: {}", path, why),
-                        "the file is truncated or corrupt; use another checkpoint (e.g. an earlier epoch-E file)");
+  throw CheckpointError(
+      fmt::format("checkpoint '{}' is unusable: {}", path, why),
+      "the file is truncated or corrupt; use another checkpoint (e.g. an earlier epoch-E file)");
 }
 
 int64_t integer(const Json& j, const std::string& path, const std::string& what) {

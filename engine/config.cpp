@@ -170,8 +170,9 @@ std::string did_you_mean(const std::string& name) {
 ConfigMap::ConfigMap(YAML::Node node, std::string file, std::string context)
     : node_(node), file_(std::move(file)), context_(std::move(context)) {
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
-    throw ConfigError(where() + ": expected a mapping of keys, got " + scalar_text(node_),
-                      "write it as {key: value, ...} or as an indented block of 'key: value' lines");
+    throw ConfigError(
+        where() + ": expected a mapping of keys, got " + scalar_text(node_),
+        "write it as {key: value, ...} or as an indented block of 'key: value' lines");
   }
   // yaml-cpp keeps both of "lr: 0.1, lr: 0.5" and a lookup would take the first: parse_config's
   // check_yaml_tree (engine/yaml_check.h) has refused every such mapping of the document, in one
@@ -433,8 +434,7 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
         const std::string at = file + ":" + mark_str(kv.second.Mark());
         if (key == "name") {
           if (!kv.second.IsScalar() || kv.second.Scalar().empty())
-            throw ConfigError(at + ": " + which + ": 'name' must be a word",
-                              "e.g. 'name: block1'");
+            throw ConfigError(at + ": " + which + ": 'name' must be a word", "e.g. 'name: block1'");
           spec.name = kv.second.Scalar();
         } else if (key == "inputs") {
           spec.inputs_where = at;
@@ -519,31 +519,33 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
       if (types.size() != 1)
         throw ConfigError(
             spec.where + ": " + which + ": " +
-                (types.empty() ? std::string("no layer type beside 'name'/'inputs'")
-                               : "several layer types in one item (" + types[0] + ", " +
-                                     types[1] + ")"),
+                (types.empty()
+                     ? std::string("no layer type beside 'name'/'inputs'")
+                     : "several layer types in one item (" + types[0] + ", " + types[1] + ")"),
             "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}', with "
             "'name:' and 'inputs:' beside it for branches");
     } else {
-      throw ConfigError(spec.where + ": " + which +
-                            ": expected '- type' or '- type: {key: value, ...}'",
-                        "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}'");
+      throw ConfigError(
+          spec.where + ": " + which + ": expected '- type' or '- type: {key: value, ...}'",
+          "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}'");
     }
     if (args && args.IsMap())
       for (const char* key : {"name", "inputs"})
         if (args[key])
           throw ConfigError(file + ":" + mark_str(args[key].Mark()) + ": " + which + " (" +
-                                spec.type + "): '" + key + "' is written among the layer's "
+                                spec.type + "): '" + key +
+                                "' is written among the layer's "
                                 "options",
-                            std::string("write it beside the layer type, e.g. '- {") +
-                                spec.type + ": {...}, " + key + ": ...}'");
+                            std::string("write it beside the layer type, e.g. '- {") + spec.type +
+                                ": {...}, " + key + ": ...}'");
     std::string ctx = "layer " + std::to_string(spec.index + 1) + " (" + spec.type + ")";
     if (args && args.IsScalar())  // "- dense: 64"
       throw ConfigError(file + ":" + mark_str(args.Mark()) + ": " + which + " (" + spec.type +
                             "): '" + args.Scalar() + "' is not a mapping of the layer's options",
                         layer_value_hint(spec.type, args));
     // A bare "- relu" has no arguments: anchor its messages at the item itself.
-    spec.args = ConfigMap(args && !args.IsNull() ? args : YAML::Node(YAML::NodeType::Null), file, ctx);
+    spec.args =
+        ConfigMap(args && !args.IsNull() ? args : YAML::Node(YAML::NodeType::Null), file, ctx);
     c.layers.push_back(std::move(spec));
   }
   if (c.layers.empty()) throw ConfigError(file + ": 'layers' is empty", "list at least one layer");
@@ -590,7 +592,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
 
   ConfigMap data = top.map("data");
   c.data.where = data.where();
-  c.data.format = data.get_choice("format", "synthetic", {"mnist", "cifar10", "image_folder", "synthetic"});
+  c.data.format =
+      data.get_choice("format", "synthetic", {"mnist", "cifar10", "image_folder", "synthetic"});
   DataConfig folders;
   folders.format = c.data.format;
   set_data_path(folders, resolve_path(data.get_string("path", ""), file), "data.path in " + file);
@@ -625,7 +628,8 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (data.has("workers") && data.get_string("workers", "") != "auto") {
     c.data.workers = data.get_int("workers", 0);
     if (c.data.workers < 0 || c.data.workers > 64)
-      data.fail("workers", "expected auto, or 0 (batches cut in the training thread) to 64 threads");
+      data.fail("workers",
+                "expected auto, or 0 (batches cut in the training thread) to 64 threads");
   }
   c.data.cache_mb = data.get_int("cache_mb", 4096);
   if (c.data.cache_mb < 0)
@@ -654,13 +658,16 @@ Config parse(const YAML::Node& root, const std::string& file) {
   const int64_t pad = aug.get_int("crop_padding", 0);
   if (pad < 0) aug.fail("crop_padding", "expected 0 (off) or a positive number of pixels");
   if (pad > 0 && c.input.rank() != 3)
-    aug.fail("crop_padding", "a random crop needs image input of shape [C, H, W], not " + c.input.str());
+    aug.fail("crop_padding",
+             "a random crop needs image input of shape [C, H, W], not " + c.input.str());
   if (pad > 0 && (pad >= c.input[1] || pad >= c.input[2]))
-    aug.fail("crop_padding", "expected less than the image height and width (" + c.input.str() + ")");
+    aug.fail("crop_padding",
+             "expected less than the image height and width (" + c.input.str() + ")");
   c.data.augment.crop_padding = static_cast<int>(pad);
   c.data.augment.flip = aug.get_bool("flip", false);
   if (c.data.augment.flip && c.input.rank() != 3)
-    aug.fail("flip", "a horizontal flip needs image input of shape [C, H, W], not " + c.input.str());
+    aug.fail("flip",
+             "a horizontal flip needs image input of shape [C, H, W], not " + c.input.str());
   aug.finish();
   std::vector<int64_t> dshape = data.get_ints("shape", {});
   for (int64_t d : dshape)
@@ -846,8 +853,8 @@ void set_data_path(DataConfig& data, const std::string& folder, const std::strin
                           ": the config trains on synthetic data, and this folder holds no data "
                           "set tandem reads",
                       "put CIFAR-10's binary files (data_batch_1.bin .. test_batch.bin), MNIST's "
-                      "IDX files, or train/ and test/ image folders there; or leave " + from +
-                          " out to train on the synthetic data");
+                      "IDX files, or train/ and test/ image folders there; or leave " +
+                          from + " out to train on the synthetic data");
     data.format = format;
   }
   // One folder of class sub-folders, without train/ and test/: the test split is held out of it
@@ -988,7 +995,8 @@ Config parse_config(const std::string& text, const std::string& file) {
                       "check the indentation, colons and brackets on that line and the one before");
   }
   check_yaml_tree(root, file, text.size());
-  if (!root || root.IsNull()) throw ConfigError(file + ": the config is empty", "see configs/lenet.yaml for an example");
+  if (!root || root.IsNull())
+    throw ConfigError(file + ": the config is empty", "see configs/lenet.yaml for an example");
   if (!root.IsMap())
     throw ConfigError(file + ":" + mark_str(root.Mark()) + ": expected a mapping at the top level",
                       "a config starts with keys such as 'name:', 'input:', 'layers:'");

@@ -18,7 +18,6 @@ inline constexpr uint64_t kMaxWholeDataBytes = uint64_t{4} << 30;
 // file system can hold; the readers check it against what the header announces.
 inline constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 50;
 
-
 // Why `path` cannot be read as a regular file of at most `max_bytes`, as words that follow its
 // quoted name ("is a FIFO (named pipe), not a file", "does not exist"); "" when it can. Follows
 // symbolic links; opens nothing, so a FIFO or a device is never touched.

@@ -1,11 +1,11 @@
 // Loss-curve parity between two runs.
 #include "engine/parity.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace tandem {
 
@@ -50,18 +50,20 @@ std::string Parity::verdict() const {
     s = fmt::format("agree: first {} steps within {:.0e} (max rel diff {:.1e})", checked, tolerance,
                     max_relative_checked);
     if (first_divergent_step)
-      s += fmt::format("; curves drift apart from step {} ({:.1e}, up to {:.1e}) as rounding "
-                       "differences grow",
-                       first_divergent_step, divergence, max_relative);
+      s += fmt::format(
+          "; curves drift apart from step {} ({:.1e}, up to {:.1e}) as rounding "
+          "differences grow",
+          first_divergent_step, divergence, max_relative);
   } else if (first_divergent_step && divergent_checked) {
     s = fmt::format("DIFFER from step {} (rel diff {:.1e} > {:.0e}; up to {:.1e})",
                     first_divergent_step, divergence, tolerance, max_relative);
     if (!accuracy_agrees)
       s += fmt::format("; final test accuracy {:.2f} points apart", final_accuracy_points);
   } else {
-    s = fmt::format("DIFFER: loss curves agree (max rel diff {:.1e}) but final test accuracy is "
-                    "{:.2f} points apart (> 1)",
-                    max_relative_checked, final_accuracy_points);
+    s = fmt::format(
+        "DIFFER: loss curves agree (max rel diff {:.1e}) but final test accuracy is "
+        "{:.2f} points apart (> 1)",
+        max_relative_checked, final_accuracy_points);
   }
   if (left_out)
     s += fmt::format("; {} overflowed fp16 step{} left out (not applied)", left_out,

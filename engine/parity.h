@@ -32,8 +32,8 @@ struct Parity {
 // compared within `tolerance` relative and the final test accuracies (fractions) within one
 // point. `left_out`: step indices not compared (either run's overflowed fp16 steps, which
 // applied no update: GradScaler's course, not a difference of arithmetic).
-Parity compare_runs(const std::vector<double>& a, const std::vector<double>& b,
-                    double accuracy_a, double accuracy_b, double tolerance = 1e-3,
-                    int64_t checked_steps = 20, const std::vector<int64_t>& left_out = {});
+Parity compare_runs(const std::vector<double>& a, const std::vector<double>& b, double accuracy_a,
+                    double accuracy_b, double tolerance = 1e-3, int64_t checked_steps = 20,
+                    const std::vector<int64_t>& left_out = {});
 
 }  // namespace tandem

@@ -21,7 +21,8 @@ std::string format_loss_scale(double scale) {
 std::string format_duration(double s) {
   if (!(s >= 0) || !std::isfinite(s)) s = 0;
   if (s < 60) return fmt::format("{:.1f}s", s);
-  if (s < 3600) return fmt::format("{}m {:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 3600)
+    return fmt::format("{}m {:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return fmt::format("{}h {:02d}m", static_cast<int>(s) / 3600, (static_cast<int>(s) % 3600) / 60);
 }
 
@@ -233,6 +234,5 @@ void ProgressBar::finish(const std::vector<std::string>& fields, const std::stri
   std::fflush(out_.file);
   if (out_.file == stdout) g_line_open = false;
 }
-
 
 }  // namespace tandem

@@ -38,7 +38,7 @@ struct ProgressFigures {
   double run_left = -1;  // seconds left in the run after this epoch; < 0: not shown
   double loss = 0, accuracy = 0, images_per_second = 0;
   double loss_scale = 0;  // fp16's dynamic loss scale, shown while running; 0: none
-  bool final = false;  // the epoch's closing line: its time instead of an ETA
+  bool final = false;     // the epoch's closing line: its time instead of an ETA
 };
 
 // The running line within `width` columns: the bar narrows, then the fields least needed go

@@ -42,13 +42,15 @@ std::string format_table(const Row& header, const std::vector<Row>& rows) {
   std::vector<size_t> width(header.size(), 0);
   for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
   for (const Row& r : rows)
-    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c)
+      width[c] = std::max(width[c], r[c].size());
   auto line = [&](const Row& r, bool head) {
     std::string s;
     for (size_t c = 0; c < width.size(); ++c) {
       std::string cell = c < r.size() ? r[c] : "";
       bool right = !head && c > 0 && numeric_cell(cell);
-      if (head && c > 0 && !rows.empty() && c < rows[0].size() && numeric_cell(rows[0][c])) right = true;
+      if (head && c > 0 && !rows.empty() && c < rows[0].size() && numeric_cell(rows[0][c]))
+        right = true;
       std::string pad(width[c] - cell.size(), ' ');
       s += (c ? "  " : "") + (right ? pad + cell : cell + pad);
     }
@@ -114,12 +116,14 @@ void MetricsWriter::open() {
   // epochs of this run are appended to it as they end.
   std::string start;
   if (csv_)
-    start = std::string("device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-                        "images_per_second,learning_rate,peak_memory_bytes,skipped_steps") +
+    start = std::string(
+                "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
+                "images_per_second,learning_rate,peak_memory_bytes,skipped_steps") +
             (val_ ? ",val_loss,val_accuracy\n" : "\n");
   for (const EpochStats& e : earlier_) start += line_text(e);
-  const std::string failed = replace_file(
-      path_, [&](FILE* f) { return std::fwrite(start.data(), 1, start.size(), f) == start.size(); });
+  const std::string failed = replace_file(path_, [&](FILE* f) {
+    return std::fwrite(start.data(), 1, start.size(), f) == start.size();
+  });
   if (!failed.empty())
     throw UsageError("cannot write the metrics file '" + path_ + "': " + failed,
                      "check that its folder exists and is writable");
@@ -149,9 +153,9 @@ void MetricsWriter::write_step(const LoggedStep& f) {
     });
     if (failed.empty()) steps_out_.open(path, std::ios::app);
     if (!failed.empty() || !steps_out_)
-      throw UsageError("cannot write the metrics file '" + path + "'" +
-                           (failed.empty() ? "" : ": " + failed),
-                       "check that its folder is writable");
+      throw UsageError(
+          "cannot write the metrics file '" + path + "'" + (failed.empty() ? "" : ": " + failed),
+          "check that its folder is writable");
   }
   if (csv_)
     out << fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.1f},{}\n", f.device, f.step, f.epoch,
@@ -176,12 +180,11 @@ std::string MetricsWriter::line_text(const EpochStats& e) const {
   std::string out;
   if (csv_) {
     out += fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
-                        e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
-                        e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
-                        e.skipped_steps);
+                       e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
+                       e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
+                       e.skipped_steps);
     // An epoch without a validation pass leaves its cells empty rather than writing zeros.
-    if (val_)
-      out += (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
+    if (val_) out += (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
     out += "\n";
   } else {
     out += fmt::format(

@@ -12,7 +12,8 @@ namespace tandem {
 
 using Row = std::vector<std::string>;
 
-// Columns padded to their widest cell; numeric-looking cells right-aligned; a rule under the header.
+// Columns padded to their widest cell; numeric-looking cells right-aligned; a rule under the
+// header.
 std::string format_table(const Row& header, const std::vector<Row>& rows);
 // Two columns, "key  value", for the start-up table.
 std::string format_pairs(const std::string& title, const InfoRows& rows);

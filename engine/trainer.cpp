@@ -1,13 +1,13 @@
 // The training loop, evaluation and the throughput benchmark.
 #include "engine/trainer.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
-
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include "engine/error.h"
 #include "engine/loss_scaling.h"
@@ -230,8 +230,12 @@ void TrainStep::update_gated(double lr, const GateParams& gate) {
 StepFigures TrainStep::read_step() {
   backend_.wait_downloads();
   const float* f = static_cast<const float*>(figures_host_.get());
-  StepFigures s{f[0], f[1], f[2 + kGateSkip] != 0.f, f[2 + kGateGradNorm],
-                f[2 + kGateLossScale], static_cast<int64_t>(f[2 + kGateGrowthTracker])};
+  StepFigures s{f[0],
+                f[1],
+                f[2 + kGateSkip] != 0.f,
+                f[2 + kGateGradNorm],
+                f[2 + kGateLossScale],
+                static_cast<int64_t>(f[2 + kGateGrowthTracker])};
   if (!s.skipped) optimizer_.applied();
   return s;
 }
@@ -348,7 +352,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
     double loss_sum = 0, correct_sum = 0, lr = 0;
     int64_t seen = 0, epoch_skipped = 0, epoch_overflows = 0;
     bool stopped = false;
-    bool ahead = false;  // the next batch was uploaded while the last step computed
+    bool ahead = false;     // the next batch was uploaded while the last step computed
     bool computed = false;  // this process ran a step of this epoch (moved its statistics)
     int64_t ahead_n = 0;
     int64_t b = first;
@@ -368,8 +372,8 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       }
       // Loss scaling: a step whose loss is finite and whose gradients are not overflowed at the
       // scale of the time (GradScaler's usual course): the gate halved the scale; its loss counts.
-      const bool overflowed = f.skipped && scaling && std::isfinite(l) &&
-                              overflows_in_a_row < kMaxOverflowsInARow;
+      const bool overflowed =
+          f.skipped && scaling && std::isfinite(l) && overflows_in_a_row < kMaxOverflowsInARow;
       const double scale_before = loss_scale;
       if (scaling) {
         loss_scale = f.loss_scale;
@@ -380,9 +384,10 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
         ++result.overflow_steps;
         result.overflowed_at.push_back(static_cast<int64_t>(result.step_losses.size()));
         ++epoch_overflows;
-        spdlog::debug("step {}: the gradients overflowed at loss scale {:g}; not applied, the "
-                      "scale is now {:g}",
-                      s.step + 1, scale_before, loss_scale);
+        spdlog::debug(
+            "step {}: the gradients overflowed at loss scale {:g}; not applied, the "
+            "scale is now {:g}",
+            s.step + 1, scale_before, loss_scale);
         result.step_losses.push_back(l);
         loss_sum += l * static_cast<double>(step_n);
         correct_sum += correct;
@@ -596,11 +601,11 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
                                    "test_acc " + format_accuracy(e.test_accuracy)});
     fields.push_back("peak mem " + format_bytes(e.peak_memory_bytes));
     if (scaling)
-      fields.push_back(fmt::format("loss scale {}{}", format_loss_scale(loss_scale),
-                                   epoch_overflows ? fmt::format(" ({} overflowed step{} skipped)",
-                                                                 epoch_overflows,
-                                                                 epoch_overflows == 1 ? "" : "s")
-                                                   : ""));
+      fields.push_back(fmt::format(
+          "loss scale {}{}", format_loss_scale(loss_scale),
+          epoch_overflows ? fmt::format(" ({} overflowed step{} skipped)", epoch_overflows,
+                                        epoch_overflows == 1 ? "" : "s")
+                          : ""));
     bar.finish(fields, fmt::format("Epoch {}/{}", epoch + 1, config.train.epochs));
     result.epochs.push_back(e);
     if (options.on_epoch) options.on_epoch(e);

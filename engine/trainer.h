@@ -25,8 +25,8 @@ struct EvalStats {
 
 struct LayerProfile {
   std::string name, type;
-  int64_t flops = 0;                       // forward, whole batch
-  double forward_ms = 0, backward_ms = 0;  // medians over the timed steps
+  int64_t flops = 0;                                   // forward, whole batch
+  double forward_ms = 0, backward_ms = 0;              // medians over the timed steps
   std::vector<std::string> forward_ops, backward_ops;  // what ran them (--log-placement)
 };
 
@@ -92,11 +92,12 @@ struct TrainResult {
   // algorithms: a one-off cost that the steady throughput leaves out.
   double first_step_seconds = 0;
   int64_t first_step_samples = 0;
-  int64_t skipped_steps = 0;        // steps not applied, in step_losses neither (on_nan: skip_step)
+  int64_t skipped_steps = 0;  // steps not applied, in step_losses neither (on_nan: skip_step)
   // Loss scaling: the steps whose gradients overflowed at the scale of the time (not applied,
   // the scale halved; their losses are in step_losses), and the scale at the end.
   int64_t overflow_steps = 0;
-  std::vector<int64_t> overflowed_at;  // their indices in step_losses (a parity check leaves them out)
+  std::vector<int64_t>
+      overflowed_at;  // their indices in step_losses (a parity check leaves them out)
   double loss_scale = 0;
 };
 
@@ -112,8 +113,7 @@ struct StepFigures {
 // One training step's machinery: graph, loss, optimizer and the batch buffers on a backend.
 class TrainStep {
  public:
-  TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
-            uint64_t seed);
+  TrainStep(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt, uint64_t seed);
   Tensor& labels() { return labels_; }
   Tensor& input() { return graph_.input(); }
   Graph& graph() { return graph_; }
@@ -159,12 +159,12 @@ class TrainStep {
   uint64_t seed_;
   Tensor labels_, dlogits_;
   Tensor figures_;  // (2 + kGateSize): loss, correct count and the update gate, one download
-  Tensor metrics_;               // (2): the loss and the correct count, read with one download
+  Tensor metrics_;  // (2): the loss and the correct count, read with one download
   Tensor loss_value_, correct_;  // its two entries
   Tensor gate_;
   bool scale_loss_ = false;
   std::shared_ptr<void> figures_host_;  // allocate_host memory for read_step
-  Tensor next_input_, next_labels_;  // upload_next's buffers
+  Tensor next_input_, next_labels_;     // upload_next's buffers
 };
 
 // Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each.
@@ -201,7 +201,6 @@ struct BenchResult {
 // `warmup` steps that are not counted (primitive creation, algorithm search, allocation).
 BenchResult bench(Graph& graph, Loss& loss, Backend& backend, const OptimizerConfig& opt,
                   int64_t batch_size, int steps, int warmup, uint64_t seed);
-
 
 // Per-layer forward and backward times of training steps on random data, the backend
 // synchronised before and after each layer (like `caffe time`), after `warmup` steps that are

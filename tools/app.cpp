@@ -54,8 +54,10 @@ DeviceSpec parse_device(const std::string& text) {
     // The GPU when it can run, else the CPU, and the one line that says which and why.
     std::string why;
     const bool gpu = gpu_usable(&why);
-    if (gpu) spdlog::info("--device auto: the GPU is usable, running on gpu");
-    else spdlog::warn("--device auto: running on the CPU, because {}", why);
+    if (gpu)
+      spdlog::info("--device auto: the GPU is usable, running on gpu");
+    else
+      spdlog::warn("--device auto: running on the CPU, because {}", why);
     return parse_device(gpu ? "gpu" : "cpu");
   }
   if (text == "all")
@@ -215,7 +217,8 @@ std::string precision_text(const std::string& p) {
 
 std::string optimizer_text(const OptimizerConfig& o) {
   std::string s = fmt::format("{} lr {:g}", o.type, o.lr);
-  if (o.type == "sgd" && o.momentum > 0) s += fmt::format(" momentum {:g}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
+  if (o.type == "sgd" && o.momentum > 0)
+    s += fmt::format(" momentum {:g}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
   if (o.weight_decay > 0) s += fmt::format(" weight decay {:g}", o.weight_decay);
   return s;
 }
@@ -278,7 +281,8 @@ std::vector<DeviceSpec> with_precisions(std::vector<DeviceSpec> devices,
 // the one line that says why there is no GPU. A further GPU that cannot run this build gets its
 // row with the reason, as in any list.
 std::vector<DeviceSpec> parse_devices(const RunRequest& r) {
-  if (r.devices.empty()) throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
+  if (r.devices.empty())
+    throw UsageError("--device needs at least one device", "e.g. --device cpu,gpu");
   std::vector<DeviceSpec> out;
   for (const std::string& d : r.devices) {
     if (d != "all") {
@@ -350,7 +354,7 @@ void print_placement(const std::vector<LayerProfile>& rows, const Backend& backe
 
 struct DeviceRun {
   DeviceSpec device;
-  std::string reason;  // why it did not run to the end; empty: it did
+  std::string reason;               // why it did not run to the end; empty: it did
   std::vector<EpochStats> earlier;  // a resumed run's epochs before the resume (the plot's)
   TrainResult result;
   std::vector<LoggedStep> steps = {};  // --log-every's logged steps (the plot's)
@@ -407,8 +411,8 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
     const EpochStats& last = r.result.epochs.back();
     std::string speedup = "1.00x", parity = "reference";
     if (&r != ref) {
-      speedup = fmt::format("{:.2f}x", images_per_second(r.result) /
-                                           std::max(1e-9, images_per_second(ref->result)));
+      speedup = fmt::format(
+          "{:.2f}x", images_per_second(r.result) / std::max(1e-9, images_per_second(ref->result)));
       // Runs of a 16-bit precision agree to its rounding, not to fp32's.
       const double tolerance = std::max(parity_tolerance(parse_precision(ref->device.precision)),
                                         parity_tolerance(parse_precision(r.device.precision)));
@@ -445,9 +449,10 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
       first_steps.push_back(
           fmt::format("{} {:.0f} ms", r.device.label, 1e3 * r.result.first_step_seconds));
   if (!first_steps.empty())
-    notes.push_back(fmt::format("images/s and speedup leave out each device's first step ({}: "
-                                "primitive creation, algorithm search); s/epoch includes it",
-                                fmt::join(first_steps, ", ")));
+    notes.push_back(
+        fmt::format("images/s and speedup leave out each device's first step ({}: "
+                    "primitive creation, algorithm search); s/epoch includes it",
+                    fmt::join(first_steps, ", ")));
   for (const std::string& n : notes) fmt::print("  {}\n", n);
 }
 
@@ -602,17 +607,17 @@ int run_train(const RunRequest& r) {
                  config.data.val_split);
     fmt::print("{}{}", normalise, class_mapping(data.train));
     // Broken between its parts on a terminal narrower than it.
-    fmt::print("{}",
-               wrap_to_terminal(fmt::format("Run    {} epoch{}", format_count(config.train.epochs),
-                                            config.train.epochs == 1 ? "" : "s"),
-                                {"batch " + format_count(config.train.batch_size),
-                                 optimizer_text(config.train.optimizer),
-                                 "schedule " + schedule_text(config.train.schedule),
-                                 "loss " + config.loss, fmt::format("seed {}", config.train.seed),
-                                 "precision " + (r.precisions.size() > 1
-                                                     ? fmt::format("{}", fmt::join(r.precisions, ", "))
-                                                     : precision_text(config.precision))},
-                                ", ", 7));
+    fmt::print("{}", wrap_to_terminal(
+                         fmt::format("Run    {} epoch{}", format_count(config.train.epochs),
+                                     config.train.epochs == 1 ? "" : "s"),
+                         {"batch " + format_count(config.train.batch_size),
+                          optimizer_text(config.train.optimizer),
+                          "schedule " + schedule_text(config.train.schedule), "loss " + config.loss,
+                          fmt::format("seed {}", config.train.seed),
+                          "precision " + (r.precisions.size() > 1
+                                              ? fmt::format("{}", fmt::join(r.precisions, ", "))
+                                              : precision_text(config.precision))},
+                         ", ", 7));
     fmt::print("{}", controls_text(config.train));
     if (config.train.batch_size > data.train.size())
       fmt::print(
@@ -741,7 +746,8 @@ int run_train(const RunRequest& r) {
       } catch (const NumericsError& e) {
         if (checkpoints.last_path().empty()) throw;
         throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
-                                           checkpoints.last_path() + " (--resume it with that --lr)");
+                                           checkpoints.last_path() +
+                                           " (--resume it with that --lr)");
       }
       if (run.result.stopped) {
         // In a data-parallel run the signal may have reached another process only (mpirun
@@ -827,13 +833,15 @@ void print_layer_profile(const std::vector<LayerProfile>& rows, const std::strin
                      fmt::format("{:.3f}", l.backward_ms), si(f), gflops(f, l.forward_ms),
                      gflops(2 * f, l.backward_ms)});
   }
-  table.push_back({"", "total", fmt::format("{:.3f}", fwd), fmt::format("{:.3f}", bwd), "", "", ""});
-  fmt::print("\nPer layer on {}, batch {} (medians; synchronised around each layer, so the total "
-             "exceeds a step's time):\n{}(backward FLOPs counted as 2x forward: input and weight "
-             "gradients)\n",
-             device, batch,
-             format_table({"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s"},
-                          table));
+  table.push_back(
+      {"", "total", fmt::format("{:.3f}", fwd), fmt::format("{:.3f}", bwd), "", "", ""});
+  fmt::print(
+      "\nPer layer on {}, batch {} (medians; synchronised around each layer, so the total "
+      "exceeds a step's time):\n{}(backward FLOPs counted as 2x forward: input and weight "
+      "gradients)\n",
+      device, batch,
+      format_table({"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s"},
+                   table));
 }
 
 // The CPU threads a bench row runs on: those asked for, or the CPU backend's default of every
@@ -927,8 +935,12 @@ std::vector<std::string> bench_machine_warnings(const Config& config,
 void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
                 const std::string& config) {
   PlotPanel speed{config + ": training throughput", "batch size", "images/s", {}, true, true};
-  PlotPanel ratio{"Training speedup against " + reference_device(rows), "batch size",
-                  "speedup (x)", {}, true, true};
+  PlotPanel ratio{"Training speedup against " + reference_device(rows),
+                  "batch size",
+                  "speedup (x)",
+                  {},
+                  true,
+                  true};
   std::vector<std::string> labels;
   for (const BenchRow& r : rows)
     if (std::find(labels.begin(), labels.end(), r.device.label) == labels.end())
@@ -987,26 +999,27 @@ void print_input_pipeline(const Config& config, int64_t classes, int64_t batch,
     src.set_augment(config.data.augment);
     const int64_t sample = config.input.numel();
     // Auto: as beside a GPU, so that the rate with background threads shows.
-    const int workers = std::clamp(config.data.workers >= 0 ? config.data.workers : free_cores(1),
-                                   0, 8);
+    const int workers =
+        std::clamp(config.data.workers >= 0 ? config.data.workers : free_cores(1), 0, 8);
     const double serial = pipeline_rate(src, sample, batch, 0);
     const double ips = workers ? pipeline_rate(src, sample, batch, workers) : serial;
     const double ratio = ips / std::max(1.0, fastest_train);
     const double loaded = static_cast<double>(data.train.size() + data.test.size());
-    fmt::print("Input pipeline ({}): {} train samples {} in {} ({} images/s over both splits); "
-               "batches of {} cut{} at {} images/s in the training thread{}, {}x the fastest "
-               "training row: {}\n",
-               config.data.format, format_count(data.train.size()),
-               data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode),
-               format_count(loaded / std::max(1e-9, decode)), batch,
-               std::string(data.train.on_the_fly() ? ", decoded on the fly" : "") +
-                   (config.data.augment.any() ? ", augmented and normalised" : " and normalised"),
-               format_count(serial),
-               workers ? fmt::format(", {} with {} background thread{}", format_count(ips), workers,
-                                     workers == 1 ? "" : "s")
-                       : "",
-               ratio < 100 ? fmt::format("{:.1f}", ratio) : format_count(ratio),
-               ips > fastest_train ? "compute bounds training, not data" : "data bounds training");
+    fmt::print(
+        "Input pipeline ({}): {} train samples {} in {} ({} images/s over both splits); "
+        "batches of {} cut{} at {} images/s in the training thread{}, {}x the fastest "
+        "training row: {}\n",
+        config.data.format, format_count(data.train.size()),
+        data.train.on_the_fly() ? "checked" : "decoded", format_duration(decode),
+        format_count(loaded / std::max(1e-9, decode)), batch,
+        std::string(data.train.on_the_fly() ? ", decoded on the fly" : "") +
+            (config.data.augment.any() ? ", augmented and normalised" : " and normalised"),
+        format_count(serial),
+        workers ? fmt::format(", {} with {} background thread{}", format_count(ips), workers,
+                              workers == 1 ? "" : "s")
+                : "",
+        ratio < 100 ? fmt::format("{:.1f}", ratio) : format_count(ratio),
+        ips > fastest_train ? "compute bounds training, not data" : "data bounds training");
   } catch (const DataError& e) {
     fmt::print("Input pipeline: not measured: {}\n", e.cause());
   }
@@ -1073,9 +1086,9 @@ int run_bench(const RunRequest& r) {
         row.b = bench(graph, *loss, *backend, c.train.optimizer, batch, r.steps, r.warmup,
                       c.train.seed);
         if (text && (r.per_layer || r.log_placement)) {
-          std::vector<LayerProfile> prof = profile_layers(
-              graph, *loss, *backend, c.train.optimizer, batch, std::max(1, r.steps / 2),
-              std::min(r.warmup, 2), c.train.seed);
+          std::vector<LayerProfile> prof =
+              profile_layers(graph, *loss, *backend, c.train.optimizer, batch,
+                             std::max(1, r.steps / 2), std::min(r.warmup, 2), c.train.seed);
           if (r.log_placement) print_placement(prof, *backend, device.label);
           if (r.per_layer) print_layer_profile(prof, device.label, batch);
         }
@@ -1090,7 +1103,8 @@ int run_bench(const RunRequest& r) {
   size_t ran = 0;
   for (const BenchRow& row : rows) ran += row.ran();
   if (r.json) {
-    for (const BenchRow& row : rows) fmt::print("{}\n", bench_json(row, reference_row(rows, row), config.name));
+    for (const BenchRow& row : rows)
+      fmt::print("{}\n", bench_json(row, reference_row(rows, row), config.name));
     return exit_status(ran, rows.size());
   }
 
@@ -1107,7 +1121,9 @@ int run_bench(const RunRequest& r) {
     }
     const BenchResult& b = row.b;
     const BenchRow* ref = reference_row(rows, row);
-    auto ratio = [&](double v, double base) { return ref ? fmt::format("{:.2f}x", v / base) : std::string("-"); };
+    auto ratio = [&](double v, double base) {
+      return ref ? fmt::format("{:.2f}x", v / base) : std::string("-");
+    };
     table.push_back(
         {row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
          fmt::format("{:.2f}-{:.2f}", b.train_spread.min, b.train_spread.max),

@@ -1,12 +1,12 @@
 // trainer predict: the top classes of image files, and of folders of them, under a checkpoint.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "datasets/dataset.h"
 #include "datasets/image_folder.h"
@@ -53,13 +53,12 @@ Input expand(const std::string& path) {
   if (ec) throw DataError("the folder '" + path + "' cannot be read: " + ec.message());
   if (in.files.empty()) {
     std::sort(sub_folders.begin(), sub_folders.end());
-    throw DataError(
-        "the folder '" + path + "' has no image files",
-        sub_folders.empty()
-            ? std::string("predict reads the ") + kImageKinds + " files in a folder"
-            : "predict reads the images directly in a folder, not those in its "
-              "sub-folders: give a sub-folder, e.g. " +
-                  (fs::path(path) / sub_folders.front()).string());
+    throw DataError("the folder '" + path + "' has no image files",
+                    sub_folders.empty()
+                        ? std::string("predict reads the ") + kImageKinds + " files in a folder"
+                        : "predict reads the images directly in a folder, not those in its "
+                          "sub-folders: give a sub-folder, e.g. " +
+                              (fs::path(path) / sub_folders.front()).string());
   }
   std::sort(in.files.begin(), in.files.end());
   return in;
@@ -107,7 +106,8 @@ int run_predict(const RunRequest& r) {
     } catch (const DataError&) {
     }
   }
-  for (int64_t c = static_cast<int64_t>(names.size()); c < classes; ++c) names.push_back(std::to_string(c));
+  for (int64_t c = static_cast<int64_t>(names.size()); c < classes; ++c)
+    names.push_back(std::to_string(c));
 
   // Each image's top classes, as printed after its name, and the best of them.
   const int64_t k = std::min<int64_t>(r.top_k, classes);

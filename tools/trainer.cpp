@@ -203,8 +203,8 @@ int run(int argc, char** argv) {
                                  "give it a value, or leave " + flag + " out");
       // The last of two would win silently; --batch-sizes lists add up by design.
       if (auto [first, fresh] = given.emplace(flag, v); !fresh && flag != "--batch-sizes")
-        throw tandem::UsageError(flag + " is given twice ('" + first->second + "', then '" + v + "')",
-                                 "give it once");
+        throw tandem::UsageError(
+            flag + " is given twice ('" + first->second + "', then '" + v + "')", "give it once");
       return v;
     };
     if (a == "--help" || a == "-h") {
@@ -268,7 +268,8 @@ int run(int argc, char** argv) {
       for (const std::string& p : r.precisions)
         if (std::find(known.begin(), known.end(), p) == known.end())
           throw tandem::UsageError(
-              "unknown precision '" + p + "'" + tandem::did_you_mean(tandem::closest_name(p, known)),
+              "unknown precision '" + p + "'" +
+                  tandem::did_you_mean(tandem::closest_name(p, known)),
               "give fp32, tf32, bf16 or fp16, or a comma list of them such as fp32,bf16");
     } else if (a == "--log-placement") {
       r.log_placement = true;

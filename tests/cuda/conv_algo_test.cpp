@@ -93,8 +93,7 @@ TEST(ConvAlgoOrder, KeepsEveryQualifyingCandidateInCudnnsRanking) {
 TEST(ConvAlgoOrder, SixteenBitWeightGradientsTryTheCandidatesThatAccumulateOnceFirst) {
   const std::vector<ConvCandidate> ranked = {fma(0, false), fma(0, true), fma(0, false),
                                              fma(0, true)};
-  EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB, true),
-            (std::vector<int>{1, 3, 0, 2}));
+  EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB, true), (std::vector<int>{1, 3, 0, 2}));
   EXPECT_EQ(conv_candidate_order(ranked, false, false, kMiB, false),
             (std::vector<int>{0, 1, 2, 3}));
 }

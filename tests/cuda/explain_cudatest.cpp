@@ -6,7 +6,9 @@
 namespace tandem {
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 TEST(ExplainCuda, NoDriverSaysSoAndSuggestsTheCpu) {
   CudaContext ctx;

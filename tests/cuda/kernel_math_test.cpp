@@ -25,12 +25,17 @@ using kernel::PoolGeom;
 enum class Kind { kF32, kBF16, kF16 };
 float round_to(Kind k, float v) {
   switch (k) {
-    case Kind::kBF16: return bf16_to_f32(f32_to_bf16(v));
-    case Kind::kF16: return static_cast<float>(static_cast<_Float16>(v));
-    default: return v;
+    case Kind::kBF16:
+      return bf16_to_f32(f32_to_bf16(v));
+    case Kind::kF16:
+      return static_cast<float>(static_cast<_Float16>(v));
+    default:
+      return v;
   }
 }
-const char* kind_name(Kind k) { return k == Kind::kBF16 ? "bf16" : k == Kind::kF16 ? "fp16" : "fp32"; }
+const char* kind_name(Kind k) {
+  return k == Kind::kBF16 ? "bf16" : k == Kind::kF16 ? "fp16" : "fp32";
+}
 
 // One unit in the last place of v in the type (fp32: 2^-23 of its binade).
 double ulp(Kind k, float v) {
@@ -46,7 +51,8 @@ double ulp(Kind k, float v) {
     if (std::isnan(a) && std::isnan(b)) return ::testing::AssertionSuccess();
   } else if (std::isinf(a) || std::isinf(b)) {
     if (a == b) return ::testing::AssertionSuccess();
-  } else if (std::fabs(static_cast<double>(a) - b) <= ulps * ulp(k, std::max(std::fabs(a), std::fabs(b)))) {
+  } else if (std::fabs(static_cast<double>(a) - b) <=
+             ulps * ulp(k, std::max(std::fabs(a), std::fabs(b)))) {
     return ::testing::AssertionSuccess();
   }
   return ::testing::AssertionFailure() << a << " vs " << b << " (" << kind_name(k) << ")";
@@ -94,10 +100,11 @@ TEST_F(KernelMath, ActivationsAndTheirGradientsMatchTheCpuInEveryDtype) {
         // fp32: libm's and oneDNN's exp and tanh may differ in the last bits; a 16-bit result
         // can then round either way: one unit of T.
         if (!within_ulps(k, host, y[i], k == Kind::kF32 ? 8 : 1) && ++bad <= 3)
-          ADD_FAILURE() << "forward at " << i << " (x " << x[i] << "): "
-                        << within_ulps(k, host, y[i], 1).message();
+          ADD_FAILURE() << "forward at " << i << " (x " << x[i]
+                        << "): " << within_ulps(k, host, y[i], 1).message();
       }
-      // The gradient reads x (relu family) or y (sigmoid, tanh): both given as the kernel sees them.
+      // The gradient reads x (relu family) or y (sigmoid, tanh): both given as the kernel sees
+      // them.
       Tensor tdy = upload({n}, g), tyr = upload({n}, y), tdx = output({n});
       be().activation_backward(tdx, tdy, tx, tyr, c.a, c.alpha);
       Floats dx = download(tdx);
@@ -140,7 +147,8 @@ TEST_F(KernelMath, ChannelsLastOffsetsPlaceEveryElementAsTheCpusCopyDoes) {
   be().download(mem.data(), f32);
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(kernel::element_offset(i, flat, n), i);
-    EXPECT_EQ(mem[static_cast<size_t>(kernel::element_offset(i, cl, n))], plain[static_cast<size_t>(i)])
+    EXPECT_EQ(mem[static_cast<size_t>(kernel::element_offset(i, cl, n))],
+              plain[static_cast<size_t>(i)])
         << "element " << i;
   }
   std::string why;
@@ -206,8 +214,9 @@ TEST_F(KernelMath, LossAndAccuracyRowsMatchTheCpu) {
   const int64_t n = 5, c = 7;
   Floats z = random(n * c, 7, -3.f, 3.f);
   for (int64_t j = 0; j < c; ++j) z[static_cast<size_t>(c + j)] = 0.5f;  // row 1: all tied
-  z[static_cast<size_t>(2 * c + 4)] = 80.f;                              // row 2: exp overflows fp32
-  z[static_cast<size_t>(3 * c + 1)] = z[static_cast<size_t>(3 * c + 5)] = 9.f;  // row 3: a tie at the top
+  z[static_cast<size_t>(2 * c + 4)] = 80.f;  // row 2: exp overflows fp32
+  z[static_cast<size_t>(3 * c + 1)] = z[static_cast<size_t>(3 * c + 5)] =
+      9.f;  // row 3: a tie at the top
   const std::vector<int32_t> labels{3, 0, 4, 5, 6};
   Tensor tz = upload({n, c}, z), ty = upload_labels(labels);
   Tensor loss = output({1}), probs = output({n, c}), correct = output({1}), mse = output({1});
@@ -230,7 +239,8 @@ TEST_F(KernelMath, LossAndAccuracyRowsMatchTheCpu) {
   EXPECT_EQ(hits, download(correct)[0]);
   EXPECT_EQ(kernel::accuracy_row(z.data() + 3 * c, c, 1), 1.f);  // the first of the tied maxima
   EXPECT_EQ(kernel::accuracy_row(z.data() + 3 * c, c, 5), 0.f);
-  EXPECT_EQ(kernel::softmax_ce_row(hp.data(), z.data(), c, 7), 0.f);  // out of range: reported apart
+  EXPECT_EQ(kernel::softmax_ce_row(hp.data(), z.data(), c, 7),
+            0.f);  // out of range: reported apart
 }
 
 // Each dx element gathers from the windows that cover it, the first maximum of a window taking its
@@ -245,9 +255,10 @@ TEST_F(KernelMath, PoolingGradientsMatchTheCpu) {
     PoolMode mode;
     int kh, kw, sh, sw, ph, pw;
   };
-  for (const Case& c : {Case{PoolMode::kMax, 3, 3, 2, 2, 1, 1}, Case{PoolMode::kMax, 2, 2, 2, 2, 0, 0},
-                        Case{PoolMode::kMax, 3, 2, 1, 2, 1, 0}, Case{PoolMode::kAverage, 3, 3, 2, 2, 1, 1},
-                        Case{PoolMode::kAverage, 2, 3, 1, 1, 0, 1}}) {
+  for (const Case& c :
+       {Case{PoolMode::kMax, 3, 3, 2, 2, 1, 1}, Case{PoolMode::kMax, 2, 2, 2, 2, 0, 0},
+        Case{PoolMode::kMax, 3, 2, 1, 2, 1, 0}, Case{PoolMode::kAverage, 3, 3, 2, 2, 1, 1},
+        Case{PoolMode::kAverage, 2, 3, 1, 1, 0, 1}}) {
     SCOPED_TRACE("kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
                  std::to_string(c.sh) + "x" + std::to_string(c.sw) + " pad " +
                  std::to_string(c.ph) + "x" + std::to_string(c.pw));
@@ -265,11 +276,10 @@ TEST_F(KernelMath, PoolingGradientsMatchTheCpu) {
     const PoolGeom g{2, 3, 7, 6, P, Q, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw};
     for (int64_t i = 0; i < xs.numel(); ++i) {
       const PlanePos at = plane_pos(i, 7, 6, xs.numel());
-      const float host =
-          c.mode == PoolMode::kMax
-              ? kernel::max_pool_dx(x.data() + at.plane * 42, dy.data() + at.plane * P * Q, at.h,
-                                    at.w, g)
-              : kernel::avg_pool_dx(dy.data() + at.plane * P * Q, at.h, at.w, g);
+      const float host = c.mode == PoolMode::kMax
+                             ? kernel::max_pool_dx(x.data() + at.plane * 42,
+                                                   dy.data() + at.plane * P * Q, at.h, at.w, g)
+                             : kernel::avg_pool_dx(dy.data() + at.plane * P * Q, at.h, at.w, g);
       EXPECT_NEAR(host, dx[static_cast<size_t>(i)], 1e-6f) << "dx element " << i;
     }
   }
@@ -296,7 +306,9 @@ TEST_F(KernelMath, BatchNormalizationMatchesTheCpu) {
   const Floats y = download(ty), cm = download(mean), cs = download(inv_std), crm = download(rm),
                crv = download(rv), dx = download(tdx), cdg = download(dgamma),
                cdb = download(dbeta), cyi = download(yi);
-  auto at = [&](int64_t n, int64_t c, int64_t k) { return static_cast<size_t>((n * C + c) * inner + k); };
+  auto at = [&](int64_t n, int64_t c, int64_t k) {
+    return static_cast<size_t>((n * C + c) * inner + k);
+  };
   for (int64_t c = 0; c < C; ++c) {
     SCOPED_TRACE("channel " + std::to_string(c));
     ShiftedSums sums;  // one thread's share: the whole channel

@@ -1,4 +1,5 @@
-// CPU/GPU parity of every Backend op: the same random inputs on "cpu" and "gpu" give the same outputs.
+// CPU/GPU parity of every Backend op: the same random inputs on "cpu" and "gpu" give the same
+// outputs.
 //
 // Uses the Backend interface and the registry only, so it compiles in a CPU-only build too; there,
 // and on a machine without a usable GPU, every test is skipped with the DeviceError's cause.
@@ -120,8 +121,8 @@ TEST_F(Parity, GemmEveryTransposeWithOddShapesAlphaAndBeta) {
 // The larger shapes split each channel's sum over several blocks (a slice boundary inside an
 // image, a plane size that does not divide the block, a dense layer's inner size of 1).
 TEST_F(Parity, BiasAddAndBiasBackwardOnFourAndTwoDimensions) {
-  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}, Shape{64, 3, 32, 32}, Shape{40, 2, 37, 41},
-                         Shape{9000, 3}}) {
+  for (const Shape& s : {Shape{3, 5, 7, 6}, Shape{17, 9}, Shape{64, 3, 32, 32},
+                         Shape{40, 2, 37, 41}, Shape{9000, 3}}) {
     Pair y = make(s, 11), b = make(Shape{s[1]}, 12);
     cpu_->bias_add(y.c, b.c);
     gpu_->bias_add(y.g, b.g);
@@ -134,7 +135,8 @@ TEST_F(Parity, BiasAddAndBiasBackwardOnFourAndTwoDimensions) {
 }
 
 TEST_F(Parity, AddAlsoInPlace) {
-  Pair a = make(Shape{4, 3, 5, 5}, 21), b = make(Shape{4, 3, 5, 5}, 22), y = make(Shape{4, 3, 5, 5}, 23);
+  Pair a = make(Shape{4, 3, 5, 5}, 21), b = make(Shape{4, 3, 5, 5}, 22),
+       y = make(Shape{4, 3, 5, 5}, 23);
   cpu_->add(y.c, a.c, b.c);
   gpu_->add(y.g, a.g, b.g);
   EXPECT_LT(error(y), kTol);
@@ -162,21 +164,25 @@ TEST_F(Parity, CopyColumnsOfConcatAndItsBackward) {
 // sums run in another order on each device (double on the CPU, float blocks on the GPU).
 TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
   uint32_t seed = 40;
-  for (const Shape& s : {Shape{8, 16, 12, 12}, Shape{128, 32, 16, 16}, Shape{128, 512}, Shape{3, 5}}) {
+  for (const Shape& s :
+       {Shape{8, 16, 12, 12}, Shape{128, 32, 16, 16}, Shape{128, 512}, Shape{3, 5}}) {
     SCOPED_TRACE(s.str());
     const Shape c{s[1]};
     Pair x = make(s, random(s.numel(), seed++, -2.f, 6.f)), gamma = make(c, seed++),
          beta = make(c, seed++);
     Pair rm = make(c, seed++), rv = make(c, random(c.numel(), seed++, 0.5f, 2.f));
     Pair y = make(s, seed++), mean = make(c, seed++), inv_std = make(c, seed++);
-    cpu_->batchnorm_forward_training(y.c, mean.c, inv_std.c, rm.c, rv.c, x.c, gamma.c, beta.c, 0.1f, 1e-5f);
-    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.1f, 1e-5f);
+    cpu_->batchnorm_forward_training(y.c, mean.c, inv_std.c, rm.c, rv.c, x.c, gamma.c, beta.c, 0.1f,
+                                     1e-5f);
+    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.1f,
+                                     1e-5f);
     EXPECT_LT(error(y), kTol);
     EXPECT_LT(error(mean), kTol);
     EXPECT_LT(error(inv_std), kTol);
     EXPECT_LT(error(rm), kTol);
     EXPECT_LT(error(rv), kTol);
-    Pair dy = make(s, seed++), dx = make(s, seed++), dgamma = make(c, seed++), dbeta = make(c, seed++);
+    Pair dy = make(s, seed++), dx = make(s, seed++), dgamma = make(c, seed++),
+         dbeta = make(c, seed++);
     cpu_->batchnorm_backward(&dx.c, dgamma.c, dbeta.c, dy.c, x.c, gamma.c, mean.c, inv_std.c);
     gpu_->batchnorm_backward(&dx.g, dgamma.g, dbeta.g, dy.g, x.g, gamma.g, mean.g, inv_std.g);
     EXPECT_LT(error(dx), kTol);
@@ -217,8 +223,10 @@ void Parity::check_convolutions() {
   };
   uint32_t seed = 100;
   for (const ConvCase& t : cases) {
-    const int64_t P = conv_out_size(t.h, static_cast<int>(t.r), t.p.stride_h, t.p.pad_h, t.p.dilation_h);
-    const int64_t Q = conv_out_size(t.w, static_cast<int>(t.s), t.p.stride_w, t.p.pad_w, t.p.dilation_w);
+    const int64_t P =
+        conv_out_size(t.h, static_cast<int>(t.r), t.p.stride_h, t.p.pad_h, t.p.dilation_h);
+    const int64_t Q =
+        conv_out_size(t.w, static_cast<int>(t.s), t.p.stride_w, t.p.pad_w, t.p.dilation_w);
     const Shape xs{t.n, t.c, t.h, t.w}, ws{t.k, t.c, t.r, t.s}, ys{t.n, t.k, P, Q};
     Pair x = make(xs, ++seed), w = make(ws, ++seed), b = make(Shape{t.k}, ++seed);
     Pair y = make(ys, ++seed), dy = make(ys, ++seed), dx = make(xs, ++seed), dw = make(ws, ++seed);
@@ -267,7 +275,6 @@ TEST_F(TimedSearchGpu, ConvolutionsAgreeWithTheCpuAndEveryPassIsTimed) {
   EXPECT_EQ(convs, 6);
 }
 
-
 TEST_F(Parity, PoolingForwardAndBackwardWithTies) {
   struct PoolCase {
     Shape x;
@@ -297,8 +304,8 @@ TEST_F(Parity, PoolingForwardAndBackwardWithTies) {
 
 TEST_F(Parity, ActivationsForwardAndBackward) {
   const Shape s{4, 6, 5, 5};
-  for (Activation a : {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid,
-                       Activation::kTanh}) {
+  for (Activation a :
+       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
     Pair x = make(s, random(s.numel(), 31, -4.f, 4.f)), y = make(s, 32), dy = make(s, 33);
     Pair dx = make(s, 34);
     cpu_->activation_forward(y.c, x.c, a, 0.1f);
@@ -372,9 +379,10 @@ TEST_F(Parity, DropoutMasksAreBitIdentical) {
 }
 
 TEST_F(Parity, SgdVariantsOverThreeSteps) {
-  const std::vector<SgdParams> variants = {
-      {0.1f, 0.f, 0.f, false}, {0.1f, 0.9f, 0.f, false}, {0.05f, 0.9f, 5e-4f, true},
-      {0.01f, 0.5f, 1e-2f, false}};
+  const std::vector<SgdParams> variants = {{0.1f, 0.f, 0.f, false},
+                                           {0.1f, 0.9f, 0.f, false},
+                                           {0.05f, 0.9f, 5e-4f, true},
+                                           {0.01f, 0.5f, 1e-2f, false}};
   const Shape s{7, 13};
   for (const SgdParams& p : variants) {
     Pair w = make(s, 71), v = make(s, Floats(s.numel(), 0.f));
@@ -520,7 +528,8 @@ TEST_F(Parity, BatchNormRepeatsBitForBitOnTheGpu) {
   Pair dx = make(s, 129), dgamma = make(c, 130), dbeta = make(c, 131);
   std::vector<Floats> first;
   for (int run = 0; run < 2; ++run) {
-    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.f, 1e-5f);
+    gpu_->batchnorm_forward_training(y.g, mean.g, inv_std.g, rm.g, rv.g, x.g, gamma.g, beta.g, 0.f,
+                                     1e-5f);
     gpu_->batchnorm_backward(&dx.g, dgamma.g, dbeta.g, dy.g, x.g, gamma.g, mean.g, inv_std.g);
     std::vector<Floats> got = {get(*gpu_, y.g), get(*gpu_, inv_std.g), get(*gpu_, dx.g),
                                get(*gpu_, dgamma.g)};

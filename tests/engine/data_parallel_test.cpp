@@ -237,7 +237,8 @@ TEST(DataParallel, TwoProcessesTrainLikeOneWhoseBatchIsBoth) {
   }
   EXPECT_EQ(results[0].step_losses, results[1].step_losses);
   EXPECT_EQ(weights[0], weights[1]) << "the processes' weights must stay equal, bit for bit";
-  EXPECT_LT(testing::relative_error(weights[0], {whole_weights.begin(), whole_weights.end()}), 1e-5);
+  EXPECT_LT(testing::relative_error(weights[0], {whole_weights.begin(), whole_weights.end()}),
+            1e-5);
 }
 
 // Every batch is the source's first: processes that take other batches still see the same

@@ -95,9 +95,10 @@ TEST(MetricsWriter, AStepWithoutAFiniteLossWritesNullNotNan) {
   }
   const std::vector<std::string> lines = lines_of(path);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0],
-            "{\"device\": \"cpu\", \"step\": 20, \"epoch\": 0.5, \"loss\": null, \"accuracy\": null, "
-            "\"learning_rate\": 0.01, \"images_per_second\": null}");
+  EXPECT_EQ(
+      lines[0],
+      "{\"device\": \"cpu\", \"step\": 20, \"epoch\": 0.5, \"loss\": null, \"accuracy\": null, "
+      "\"learning_rate\": 0.01, \"images_per_second\": null}");
 }
 
 TEST(JsonText, NumbersAreNullWhenNotFiniteAndStringsStayValidUtf8) {
@@ -106,8 +107,8 @@ TEST(JsonText, NumbersAreNullWhenNotFiniteAndStringsStayValidUtf8) {
   EXPECT_EQ(json_number(NAN), "null");
   EXPECT_EQ(json_number(-INFINITY), "null");
   EXPECT_EQ(json_string("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
-  EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");         // valid UTF-8 kept
-  EXPECT_EQ(json_string("caf\xe9"), "\"caf\\\\xe9\"");              // Latin-1: \\xe9
+  EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // valid UTF-8 kept
+  EXPECT_EQ(json_string("caf\xe9"), "\"caf\\\\xe9\"");       // Latin-1: \\xe9
 }
 
 }  // namespace

@@ -191,8 +191,7 @@ class CountingBackend : public Backend {
 // counts the refills of host memory that an upload of the guard may still be reading.
 class FixedSource : public BatchSource {
  public:
-  FixedSource(int64_t sample, int64_t batches, int classes,
-              const CountingBackend* guard = nullptr)
+  FixedSource(int64_t sample, int64_t batches, int classes, const CountingBackend* guard = nullptr)
       : sample_(sample), batches_(batches), classes_(classes), guard_(guard) {}
   mutable int refills_under_copy = 0;
   int64_t size() const override { return 8 * batches_; }

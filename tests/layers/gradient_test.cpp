@@ -98,7 +98,8 @@ void check_gradient(const std::string& what, const Floats& analytic, Floats& val
     max_err = std::max(max_err, std::abs(fd - analytic[i]));
     scale = std::max(scale, std::abs(fd));
   }
-  EXPECT_LT(max_err / scale, tolerance) << what << ": max error " << max_err << " of scale " << scale;
+  EXPECT_LT(max_err / scale, tolerance)
+      << what << ": max error " << max_err << " of scale " << scale;
 }
 
 class LayerGradient : public testing::BackendTest {
@@ -152,16 +153,20 @@ Doubles conv_ref(const Floats& x, const std::vector<Floats>& p, const ref::ConvS
   return ref::conv2d_forward(x, p[0], p.size() > 1 ? p[1] : Floats{}, s, q);
 }
 
-Doubles dense_ref(const Floats& x, const std::vector<Floats>& p, int64_t n, int64_t in, int64_t out) {
+Doubles dense_ref(const Floats& x, const std::vector<Floats>& p, int64_t n, int64_t in,
+                  int64_t out) {
   Floats zero(static_cast<size_t>(n * out), 0.f);
   Doubles y = ref::gemm(zero, x, p[0], n, out, in, false, true, 1.0, 0.0);
   if (p.size() > 1)
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < out; ++j) y[static_cast<size_t>(i * out + j)] += p[1][static_cast<size_t>(j)];
+      for (int64_t j = 0; j < out; ++j)
+        y[static_cast<size_t>(i * out + j)] += p[1][static_cast<size_t>(j)];
   return y;
 }
 
-Doubles act_ref(const Floats& x, Activation a, double alpha) { return ref::activation_forward(x, a, alpha); }
+Doubles act_ref(const Floats& x, Activation a, double alpha) {
+  return ref::activation_forward(x, a, alpha);
+}
 
 TEST_P(LayerGradient, Dense) {
   run({"dense", "dense: {units: 7}", Shape{3, 5},
@@ -188,9 +193,9 @@ TEST_P(LayerGradient, Conv2dStridedDilatedNonSquare) {
   q.stride_w = 1;
   q.dilation_h = q.dilation_w = 2;
   q.pad_w = 1;
-  run({"conv2d_strided", "conv2d: {filters: 3, kernel: [3, 2], stride: [2, 1], dilation: 2, padding: [0, 1]}",
-       Shape{1, 2, 9, 7},
-       [q](const Floats& x, const std::vector<Floats>& p) {
+  run({"conv2d_strided",
+       "conv2d: {filters: 3, kernel: [3, 2], stride: [2, 1], dilation: 2, padding: [0, 1]}",
+       Shape{1, 2, 9, 7}, [q](const Floats& x, const std::vector<Floats>& p) {
          return conv_ref(x, p, {1, 2, 9, 7, 3, 3, 2}, q);
        }});
 }
@@ -206,7 +211,9 @@ TEST_P(LayerGradient, Conv2dOneByOneWithoutBias) {
 TEST_P(LayerGradient, MaxPool) {
   Pool2dParams q;
   run({"maxpool", "maxpool: {kernel: 2, stride: 2}", Shape{2, 3, 6, 6},
-       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 3, 6, 6, q); },
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 2, 3, 6, 6, q);
+       },
        true});
 }
 
@@ -216,7 +223,9 @@ TEST_P(LayerGradient, MaxPoolOverlappingPadded) {
   q.stride_h = q.stride_w = 2;
   q.pad_h = q.pad_w = 1;
   run({"maxpool_overlap", "maxpool: {kernel: 3, stride: 2, padding: 1}", Shape{1, 2, 7, 5},
-       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 1, 2, 7, 5, q); },
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 1, 2, 7, 5, q);
+       },
        true});
 }
 
@@ -227,7 +236,9 @@ TEST_P(LayerGradient, AvgPool) {
   q.stride_h = q.stride_w = 1;
   q.pad_h = q.pad_w = 1;
   run({"avgpool", "avgpool: {kernel: 3, stride: 1, padding: 1}", Shape{2, 2, 5, 4},
-       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 2, 5, 4, q); }});
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 2, 2, 5, 4, q);
+       }});
 }
 
 TEST_P(LayerGradient, GlobalAvgPool) {
@@ -237,34 +248,42 @@ TEST_P(LayerGradient, GlobalAvgPool) {
   q.kernel_w = 5;
   q.stride_h = q.stride_w = 1;
   run({"global_avgpool", "global_avgpool", Shape{2, 4, 3, 5},
-       [q](const Floats& x, const std::vector<Floats>&) { return ref::pool2d_forward(x, 2, 4, 3, 5, q); }});
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 2, 4, 3, 5, q);
+       }});
 }
 
 TEST_P(LayerGradient, Relu) {
   run({"relu", "relu", Shape{3, 4, 5},
-       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kRelu, 0); }, true});
+       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kRelu, 0); },
+       true});
 }
 
 TEST_P(LayerGradient, LeakyRelu) {
   run({"leaky_relu", "leaky_relu: {alpha: 0.1}", Shape{2, 30},
-       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kLeakyRelu, 0.1); },
+       [](const Floats& x, const std::vector<Floats>&) {
+         return act_ref(x, Activation::kLeakyRelu, 0.1);
+       },
        true});
 }
 
 TEST_P(LayerGradient, Sigmoid) {
-  run({"sigmoid", "sigmoid", Shape{2, 3, 7},
-       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kSigmoid, 0); }});
+  run({"sigmoid", "sigmoid", Shape{2, 3, 7}, [](const Floats& x, const std::vector<Floats>&) {
+         return act_ref(x, Activation::kSigmoid, 0);
+       }});
 }
 
 TEST_P(LayerGradient, Tanh) {
-  run({"tanh", "tanh", Shape{5, 11},
-       [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kTanh, 0); }});
+  run({"tanh", "tanh", Shape{5, 11}, [](const Floats& x, const std::vector<Floats>&) {
+         return act_ref(x, Activation::kTanh, 0);
+       }});
 }
 
 TEST_P(LayerGradient, Dropout) {
   // Context seed 7, step 3, layer index 0: the stream the layer documents.
   const uint64_t stream = (3ull << 16) | 0;
-  run({"dropout", "dropout: {rate: 0.3}", Shape{4, 25}, [stream](const Floats& x, const std::vector<Floats>&) {
+  run({"dropout", "dropout: {rate: 0.3}", Shape{4, 25},
+       [stream](const Floats& x, const std::vector<Floats>&) {
          Doubles m = ref::dropout_mask(static_cast<int64_t>(x.size()), 0.3, 7, stream);
          Doubles y(x.size());
          for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * m[i];
@@ -275,7 +294,8 @@ TEST_P(LayerGradient, Dropout) {
 // Batch normalization while training: the batch's statistics depend on every input, so each
 // input's gradient has the terms through the mean and the variance too.
 TEST_P(LayerGradient, BatchNormSpatial) {
-  run({"batchnorm", "batchnorm", Shape{3, 4, 5, 3}, [](const Floats& x, const std::vector<Floats>& p) {
+  run({"batchnorm", "batchnorm", Shape{3, 4, 5, 3},
+       [](const Floats& x, const std::vector<Floats>& p) {
          return ref::batchnorm_training(x, p[0], p[1], 3, 4, 15, 1e-5).y;
        }});
 }

@@ -116,7 +116,8 @@ TEST(BadInput, FlagGivenTwiceIsRefusedNamingBothValues) {
       << r.out;
   r = trainer("--config missing.yaml --epochs 1 --quiet --epochs 3");
   EXPECT_EQ(r.status, 2) << r.out;
-  EXPECT_NE(r.out.find("error: --epochs is given twice ('1', then '3')"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("error: --epochs is given twice ('1', then '3')"), std::string::npos)
+      << r.out;
 }
 
 TEST(BadInput, ShortAndLongConfigFlagCountAsOneFlag) {
@@ -425,8 +426,7 @@ TEST(BadInput, OutOfHostMemoryUnderAProcessLimitSaysSo) {
   EXPECT_EQ(r.status, 5) << r.out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(
-      r.out, m,
-      std::regex(R"(error: out of host memory: asked for 2.0 GiB, ([0-9.]+) ([GMK])iB)")))
+      r.out, m, std::regex(R"(error: out of host memory: asked for 2.0 GiB, ([0-9.]+) ([GMK])iB)")))
       << r.out;
   if (m[2] != "G" || std::stod(m[1]) <= 2.0)
     GTEST_SKIP() << "this machine has no 2 GiB free, so the limit is not what refused: " << r.out;
@@ -473,7 +473,8 @@ data: {format: synthetic, classes: 4, train_size: 257, test_size: 64, seed: 3}
 }
 
 TEST(BadInput, ALastBatchOfOneSampleBeforeFlatBatchNormStopsBeforeTraining) {
-  Result r = trainer("--config " + batchnorm_config("bn_last", "train: {epochs: 1, batch_size: 32}\n"));
+  Result r =
+      trainer("--config " + batchnorm_config("bn_last", "train: {epochs: 1, batch_size: 32}\n"));
   EXPECT_EQ(r.status, 3) << r.out;
   EXPECT_NE(r.out.find("the last batch of each epoch would hold 1 sample (257 train samples in "
                        "batches of 32)"),
@@ -482,9 +483,14 @@ TEST(BadInput, ALastBatchOfOneSampleBeforeFlatBatchNormStopsBeforeTraining) {
   EXPECT_NE(r.out.find("hint: set train.drop_last: true"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("Epoch 1/1"), std::string::npos) << "training started: " << r.out;
 
-  Result dropped = trainer("--config " + batchnorm_config("bn_drop", "train: {epochs: 1, batch_size: 32, drop_last: true}\n") + " --quiet");
+  Result dropped =
+      trainer("--config " +
+              batchnorm_config("bn_drop", "train: {epochs: 1, batch_size: 32, drop_last: true}\n") +
+              " --quiet");
   EXPECT_EQ(dropped.status, 0) << dropped.out;
-  Result one = trainer("--config " + batchnorm_config("bn_one", "train: {epochs: 1, batch_size: 32}\n") + " --batch-size 1 --quiet");
+  Result one =
+      trainer("--config " + batchnorm_config("bn_one", "train: {epochs: 1, batch_size: 32}\n") +
+              " --batch-size 1 --quiet");
   EXPECT_EQ(one.status, 3) << one.out;
   EXPECT_NE(one.out.find("needs at least 2 samples a batch"), std::string::npos) << one.out;
 }

@@ -1,4 +1,5 @@
-// Side-by-side runs over a device list, their table, parity verdict, metrics, exit status and plots.
+// Side-by-side runs over a device list, their table, parity verdict, metrics, exit status and
+// plots.
 #include <gtest/gtest.h>
 #include <stb/stb_image.h>
 
@@ -25,8 +26,7 @@ using test::run_trainer;
 
 // A model small enough to train twice in well under a second.
 std::string small_config() {
-  return test::write_temp_file("side_by_side.yaml",
-                               test::small_model_yaml("small") + R"(train:
+  return test::write_temp_file("side_by_side.yaml", test::small_model_yaml("small") + R"(train:
   {epochs: 2, batch_size: 32, optimizer: {type: sgd, lr: 0.05, momentum: 0.9}, seed: 5}
 )");
 }
@@ -48,7 +48,8 @@ TEST(SideBySide, TwoCpuThreadCountsGiveOneTableThatAgrees) {
   auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --metrics " +
                        metrics);
   ASSERT_EQ(r.status, 0) << r.out;
-  ASSERT_NE(r.out.find("Side by side (speedup and parity against cpu:1)"), std::string::npos) << r.out;
+  ASSERT_NE(r.out.find("Side by side (speedup and parity against cpu:1)"), std::string::npos)
+      << r.out;
   for (const char* column : {"s/epoch", "images/s", "test acc", "peak mem", "speedup", "parity"})
     EXPECT_NE(r.out.find(column), std::string::npos) << column;
   EXPECT_NE(r.out.find("reference"), std::string::npos) << r.out;
@@ -106,10 +107,12 @@ TEST(SideBySide, AnUnusableGpuGetsItsRowAndThePartialExitStatus) {
   EXPECT_NE(r.out.find("cpu: test accuracy"), std::string::npos) << r.out;  // the CPU still ran
   EXPECT_NE(r.out.find("not run"), std::string::npos) << r.out;
   // The row's note carries the reason: no driver here, or no GPU backend in a CPU-only build.
-  const bool reason = r.out.find("gpu: not run: no NVIDIA") != std::string::npos ||
-                      r.out.find("gpu: not run: this build has no GPU backend") != std::string::npos;
+  const bool reason =
+      r.out.find("gpu: not run: no NVIDIA") != std::string::npos ||
+      r.out.find("gpu: not run: this build has no GPU backend") != std::string::npos;
   EXPECT_TRUE(reason) << r.out;
-  EXPECT_NE(run_trainer("--help").out.find("8 a device of a list could not run"), std::string::npos);
+  EXPECT_NE(run_trainer("--help").out.find("8 a device of a list could not run"),
+            std::string::npos);
   // Told before the CPU trains, not after it.
   const size_t told = r.out.find("error: gpu cannot run: ");
   EXPECT_NE(told, std::string::npos) << r.out;
@@ -157,8 +160,9 @@ TEST(SideBySide, BenchTableHasEveryDeviceAndBatchWithSpeedups) {
 }
 
 TEST(SideBySide, BenchPerLayerAndPlacementNameEveryLayer) {
-  auto r = run_trainer("bench --config " + small_config() +
-                       " --device cpu --batch-size 8 --steps 2 --warmup 1 --per-layer --log-placement");
+  auto r =
+      run_trainer("bench --config " + small_config() +
+                  " --device cpu --batch-size 8 --steps 2 --warmup 1 --per-layer --log-placement");
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("Per layer on cpu, batch 8"), std::string::npos) << r.out;
   for (const char* layer : {"conv2d_1", "relu_1", "maxpool_1", "flatten_1", "dense_1"})
@@ -170,9 +174,11 @@ TEST(SideBySide, BenchPerLayerAndPlacementNameEveryLayer) {
 }
 
 TEST(SideBySide, BenchReportsTheInputPipelineOnItsOwn) {
-  auto r = run_trainer("bench --config " + small_config() + " --device cpu --batch-size 8 --steps 2 --warmup 1");
+  auto r = run_trainer("bench --config " + small_config() +
+                       " --device cpu --batch-size 8 --steps 2 --warmup 1");
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("Input pipeline (synthetic): 256 train samples decoded in"), std::string::npos)
+  EXPECT_NE(r.out.find("Input pipeline (synthetic): 256 train samples decoded in"),
+            std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("images/s over both splits); batches of 8 cut and normalised at"),
             std::string::npos)
@@ -196,8 +202,8 @@ void expect_plot(const std::string& path, int series, int width, int panels) {
     if (p[0] < 250 || p[1] < 250 || p[2] < 250) ++ink;
     // Saturated pixels: the curves (axes and text are grey to black).
     if (std::max({p[0], p[1], p[2]}) - std::min({p[0], p[1], p[2]}) > 100)
-      colours[static_cast<size_t>((i % w) * panels / w)].insert((p[0] / 32) * 64 +
-                                                                (p[1] / 32) * 8 + p[2] / 32);
+      colours[static_cast<size_t>((i % w) * panels / w)].insert((p[0] / 32) * 64 + (p[1] / 32) * 8 +
+                                                                p[2] / 32);
   }
   stbi_image_free(px);
   const double share = static_cast<double>(ink) / (static_cast<double>(w) * h);
@@ -211,7 +217,8 @@ void expect_plot(const std::string& path, int series, int width, int panels) {
 // Three panels: loss, accuracy and training throughput per epoch.
 TEST(SideBySide, TrainingPlotIsAPngWithACurvePerDeviceInEachPanel) {
   const std::string png = ::testing::TempDir() + "train_plot.png";
-  auto r = run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --plot " + png);
+  auto r =
+      run_trainer("--config " + small_config() + " --device cpu:1,cpu:2 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_NE(r.out.find("plot written to " + png), std::string::npos) << r.out;
   expect_plot(png, 2, 1800, 3);
@@ -264,8 +271,9 @@ TEST(SideBySide, AResumedRunPlotsTheEpochsBeforeTheResume) {
 
 TEST(SideBySide, BenchPlotIsAPng) {
   const std::string png = ::testing::TempDir() + "bench_plot.png";
-  auto r = run_trainer("bench --config " + small_config() +
-                       " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
+  auto r = run_trainer(
+      "bench --config " + small_config() +
+      " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
   expect_plot(png, 2, 1200, 2);
 }
@@ -377,8 +385,7 @@ TEST(Parity, OverflowedStepsAreLeftOutAndCounted) {
   EXPECT_EQ(p.left_out, 2);
   EXPECT_EQ(p.compared, 28);
   EXPECT_EQ(p.checked, 20);
-  EXPECT_NE(p.verdict().find("2 overflowed fp16 steps left out"), std::string::npos)
-      << p.verdict();
+  EXPECT_NE(p.verdict().find("2 overflowed fp16 steps left out"), std::string::npos) << p.verdict();
   EXPECT_FALSE(compare_runs(a, b, 0.9, 0.9, 1e-2, 20).agree);  // counted, they differ
 }
 
