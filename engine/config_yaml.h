@@ -1,0 +1,22 @@
+// The YAML wording that the config's map reader (config_map.cpp) and its parser (config.cpp)
+// share: where a node is, and how a value reads in a message. Internal to engine/.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+namespace tandem::config_detail {
+
+// "12:3": a node's line and column, 1-based; "" when unknown.
+std::string mark_str(const YAML::Mark& m);
+// "'abc'", "a list", "a mapping" or "nothing": what a node holds, for "expected X, got Y".
+std::string scalar_text(const YAML::Node& n);
+// A YAML value on one line, as flow YAML writes it: "3", "[3, 3]".
+std::string flow_text(const YAML::Node& n);
+// What `typed` stands for in tandem's words (another framework's name: "fc" is dense), in the
+// table's order; empty when it is no synonym.
+std::vector<std::string> synonyms_of(const std::string& typed);
+
+}  // namespace tandem::config_detail
