@@ -1,0 +1,61 @@
+// What the train and bench runners (tools/app.cpp, tools/bench.cpp) share: the cores a process
+// may use, device lists and their GPUs started ahead, and a few ways of saying things.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/backend_registry.h"
+#include "engine/error.h"
+#include "engine/trainer.h"
+#include "tools/app.h"
+
+namespace tandem {
+
+int host_cores();
+// The cores this process may run on (a launcher such as mpirun may bind it to fewer).
+int allowed_cores();
+// The cores of this host over the run's processes on it (all of them for a single process), and
+// no more than the process is bound to.
+int cores_per_process();
+// data.workers: auto: the cores that `compute` threads leave free (0: they take every core), up
+// to 8.
+int free_cores(int compute);
+
+// A count in SI units for tables: "1.2M", "340".
+std::string si(double v);
+
+// Pairs --precision's list with the devices: one precision is every run's (the config's, set by
+// load_config_with_overrides); several run the one device in each, or pair with as many devices.
+// In a list of several precisions each label names its run's ("cpu bf16").
+std::vector<DeviceSpec> with_precisions(std::vector<DeviceSpec> devices,
+                                        const std::vector<std::string>& precisions);
+// The --device list, then its precisions (with_precisions). "all" is the CPU, then each GPU when
+// the GPU backend can run here, else the CPU alone and the one line that says why there is none.
+std::vector<DeviceSpec> parse_devices(const RunRequest& r);
+
+// The cause of a failure on one device of a list, with its hint, for the table's notes.
+std::string reason_of(const Error& e);
+
+// A device list's GPUs start before any device runs, so that one that cannot run here is told at
+// once rather than after the devices before it (a CPU run of many epochs). By list position: the
+// started backend, or why it could not start; CPU entries stay empty (each starts in its turn).
+struct Started {
+  std::unique_ptr<Backend> backend;
+  std::string reason;  // not empty: it cannot run
+};
+std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
+                                const std::function<BackendOptions(const DeviceSpec&)>& options);
+
+// --log-placement's table: the library primitive or algorithm behind each layer's ops.
+void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,
+                     const std::string& device);
+
+// A device list's exit status: 0 when every device ran, else partial (some ran) or device.
+int exit_status(size_t ran, size_t total);
+
+}  // namespace tandem

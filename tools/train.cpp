@@ -1,0 +1,569 @@
+// trainer (train): one config on each device of a list in turn, from the same initial weights,
+// with the start-up summary, the progress, the outputs the flags ask for, and the side-by-side
+// table at the end.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sched.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "datasets/dataset.h"
+#include "datasets/split.h"
+#include "engine/batch_source.h"
+#include "engine/communicator.h"
+#include "engine/error.h"
+#include "engine/graph.h"
+#include "engine/json_text.h"
+#include "engine/layer_registry.h"
+#include "engine/parity.h"
+#include "engine/precision.h"
+#include "engine/progress.h"
+#include "engine/report.h"
+#include "engine/trainer.h"
+#include "engine/user_message.h"
+#include "tools/app.h"
+#include "tools/checkpoints.h"
+#include "tools/plot.h"
+#include "tools/runner.h"
+#include "tools/stop_signal.h"
+#include "tools/tensorboard.h"
+#include "tools/training_plot.h"
+
+namespace tandem {
+
+namespace {
+
+std::string model_table(const Graph& g) {
+  std::vector<Row> rows;
+  for (const SummaryRow& r : g.summary()) {
+    rows.push_back({std::to_string(r.index), r.named ? r.name + " (" + r.type + ")" : r.name,
+                    r.output.str(), format_count(r.params), si(r.flops)});
+    if (g.branches()) rows.back().push_back(fmt::format("{}", fmt::join(r.inputs, ", ")));
+  }
+  rows.push_back({"", "total", "", format_count(g.parameter_count()), si(g.forward_flops())});
+  if (!g.branches()) return format_table({"#", "layer", "output", "params", "FLOPs/sample"}, rows);
+  rows.back().push_back("");
+  return format_table({"#", "layer", "output", "params", "FLOPs/sample", "inputs"}, rows);
+}
+
+// "Params 431,080 trainable, 0 non-trainable; 1.64 MiB (fp32)", under the model table.
+std::string parameter_line(const Graph& g) {
+  int64_t trainable = 0, fixed = 0;
+  for (const SummaryRow& r : g.summary()) trainable += r.params, fixed += r.buffers;
+  const double mib = static_cast<double>(trainable + fixed) * sizeof(float) / (1 << 20);
+  return fmt::format("Params {} trainable, {} non-trainable{}; {:.{}f} MiB (fp32)\n",
+                     format_count(trainable), format_count(fixed),
+                     fixed ? " (batch normalization's running statistics)" : "", mib,
+                     mib < 0.1 ? 4 : 2);
+}
+
+// "bf16 (16-bit activations, fp32 weights and optimizer)".
+std::string precision_text(const std::string& p) {
+  if (p == "bf16" || p == "fp16")
+    return p + " (mixed: 16-bit activations and products, fp32 weights, optimizer and loss)";
+  return p;
+}
+
+std::string optimizer_text(const OptimizerConfig& o) {
+  std::string s = fmt::format("{} lr {:g}", o.type, o.lr);
+  if (o.type == "sgd" && o.momentum > 0)
+    s += fmt::format(" momentum {:g}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
+  if (o.weight_decay > 0) s += fmt::format(" weight decay {:g}", o.weight_decay);
+  return s;
+}
+
+std::string schedule_text(const ScheduleConfig& s) {
+  std::string t = s.type;
+  if (s.type == "step") t += fmt::format(" (x{:g} every {} epochs)", s.gamma, s.step);
+  if (s.type == "multistep") {
+    t += fmt::format(" (x{:g} at epochs", s.gamma);
+    for (auto m : s.milestones) t += " " + std::to_string(m);
+    t += ")";
+  }
+  if (s.type == "cosine") t += fmt::format(" (to {:g})", s.min_lr);
+  if (s.type == "plateau")
+    t += fmt::format(" (x{:g} after {} epoch{} without {} improving)", s.factor, s.patience,
+                     s.patience == 1 ? "" : "s", s.metric);
+  if (s.warmup_epochs) t += fmt::format(", {} warm-up epochs", s.warmup_epochs);
+  return t;
+}
+
+// The run's early stopping and gradient clipping, a line each under the Run line.
+std::string controls_text(const TrainConfig& t) {
+  std::string out;
+  if (t.early_stopping.enabled())
+    out += fmt::format(
+        "       early stopping: after {} epoch{} without {} improving by more "
+        "than {:g}\n",
+        t.early_stopping.patience, t.early_stopping.patience == 1 ? "" : "s",
+        t.early_stopping.metric, t.early_stopping.min_delta);
+  if (t.clip_grad_norm > 0)
+    out += fmt::format("       gradients clipped to a global L2 norm of {:g}\n", t.clip_grad_norm);
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+struct DeviceRun {
+  DeviceSpec device;
+  std::string reason;               // why it did not run to the end; empty: it did
+  std::vector<EpochStats> earlier;  // a resumed run's epochs before the resume (the plot's)
+  TrainResult result;
+  std::vector<LoggedStep> steps = {};  // --log-every's logged steps (the plot's)
+  bool ran() const { return reason.empty(); }
+};
+
+double training_seconds(const TrainResult& t) {  // the epochs this run trained
+  double s = 0;
+  for (const auto& e : t.epochs) s += e.seconds;
+  return s;
+}
+
+double mean_epoch_seconds(const TrainResult& t) {
+  return t.epochs.empty() ? 0 : training_seconds(t) / static_cast<double>(t.epochs.size());
+}
+
+// Over every epoch but the run's first step (primitive creation, algorithm search), so that a
+// short run compares the devices' steady speeds; all of it when that step was all there was.
+double images_per_second(const TrainResult& t) {
+  double images = 0, seconds = 0;
+  for (const auto& e : t.epochs) images += e.images_per_second * e.seconds, seconds += e.seconds;
+  const double rest = seconds - t.first_step_seconds;
+  if (images > static_cast<double>(t.first_step_samples) && rest > 0)
+    return (images - static_cast<double>(t.first_step_samples)) / rest;
+  return seconds > 0 ? images / seconds : 0;
+}
+
+size_t peak_memory(const TrainResult& t) {
+  size_t m = 0;
+  for (const auto& e : t.epochs) m = std::max(m, e.peak_memory_bytes);
+  return m;
+}
+
+void print_side_by_side(const std::vector<DeviceRun>& runs) {
+  const DeviceRun* ref = nullptr;
+  for (const DeviceRun& r : runs)
+    if (r.ran()) {
+      ref = &r;
+      break;
+    }
+  // A validation split (data.val_split) adds its loss and accuracy after the test columns.
+  bool val = false;
+  for (const DeviceRun& r : runs) val = val || (r.ran() && r.result.epochs.back().has_val);
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  for (const DeviceRun& r : runs) {
+    if (!r.ran()) {
+      rows.push_back({r.device.label, "-", "-", "-", "-", "-", "-", "-"});
+      if (val) rows.back().insert(rows.back().end(), {"-", "-"});
+      rows.back().insert(rows.back().end(), {"-", "-", "not run"});
+      notes.push_back(r.device.label + ": not run: " + r.reason);
+      continue;
+    }
+    const EpochStats& last = r.result.epochs.back();
+    std::string speedup = "1.00x", parity = "reference";
+    if (&r != ref) {
+      speedup = fmt::format(
+          "{:.2f}x", images_per_second(r.result) / std::max(1e-9, images_per_second(ref->result)));
+      // Runs of a 16-bit precision agree to its rounding, not to fp32's.
+      const double tolerance = std::max(parity_tolerance(parse_precision(ref->device.precision)),
+                                        parity_tolerance(parse_precision(r.device.precision)));
+      // fp16's overflowed steps applied no update: left out of the step-by-step comparison.
+      std::vector<int64_t> overflowed = ref->result.overflowed_at;
+      overflowed.insert(overflowed.end(), r.result.overflowed_at.begin(),
+                        r.result.overflowed_at.end());
+      Parity p = compare_runs(ref->result.step_losses, r.result.step_losses,
+                              ref->result.epochs.back().test_accuracy, last.test_accuracy,
+                              tolerance, 20, overflowed);
+      parity = p.agree ? "agree" : "DIFFER";
+      notes.push_back(fmt::format("{} vs {}: {}", r.device.label, ref->device.label, p.verdict()));
+    }
+    rows.push_back({r.device.label, std::to_string(last.epoch),
+                    fmt::format("{:.2f}", mean_epoch_seconds(r.result)),
+                    format_count(images_per_second(r.result)), format_loss(last.train_loss),
+                    fmt::format("{:.2f}%", 100 * last.train_accuracy), format_loss(last.test_loss),
+                    fmt::format("{:.2f}%", 100 * last.test_accuracy)});
+    if (val)
+      rows.back().insert(rows.back().end(),
+                         {last.has_val ? format_loss(last.val_loss) : "-",
+                          last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
+    rows.back().insert(rows.back().end(), {format_bytes(peak_memory(r.result)), speedup, parity});
+  }
+  Row header{"device",     "epochs",    "train s/epoch", "images/s",
+             "train loss", "train acc", "test loss",     "test acc"};
+  if (val) header.insert(header.end(), {"val loss", "val acc"});
+  header.insert(header.end(), {"peak mem", "speedup", "parity"});
+  fmt::print("\nSide by side (speedup and parity against {}):\n{}",
+             ref ? ref->device.label : "the first device", format_table(header, rows));
+  std::vector<std::string> first_steps;
+  for (const DeviceRun& r : runs)
+    if (r.ran() && r.result.first_step_samples)
+      first_steps.push_back(
+          fmt::format("{} {:.0f} ms", r.device.label, 1e3 * r.result.first_step_seconds));
+  if (!first_steps.empty())
+    notes.push_back(
+        fmt::format("images/s and speedup leave out each device's first step ({}: "
+                    "primitive creation, algorithm search); s/epoch includes it",
+                    fmt::join(first_steps, ", ")));
+  for (const std::string& n : notes) fmt::print("  {}\n", n);
+}
+
+// The runs as the plot draws them; `live`, when set, is the run in progress (its epochs so far).
+std::vector<PlotRun> plot_runs(const std::vector<DeviceRun>& runs,
+                               const DeviceRun* live = nullptr) {
+  std::vector<const DeviceRun*> all;
+  for (const DeviceRun& d : runs) all.push_back(&d);
+  if (live) all.push_back(live);
+  std::vector<PlotRun> out;
+  for (const DeviceRun* r : all) {
+    PlotRun p;
+    p.label = r->device.label;
+    p.ran = !r->result.epochs.empty();
+    p.epochs = r->earlier;
+    p.epochs.insert(p.epochs.end(), r->result.epochs.begin(), r->result.epochs.end());
+    p.resumed_after = static_cast<int64_t>(r->earlier.size());
+    p.steps = r->steps;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void plot_training(const std::string& path, const std::string& config_name,
+                   const std::vector<DeviceRun>& runs) {
+  draw_training_plot(path, config_name, plot_runs(runs));
+  fmt::print("plot written to {}\n", path);
+}
+
+// Batch normalization of a flat input cannot train on a batch of one sample: said before training,
+// not at the end of the first epoch.
+void check_training_batches(const Config& c, const Graph& model, int64_t train_samples) {
+  const int64_t need = model.min_training_batch(), b = c.train.batch_size;
+  if (c.train.drop_last && b > train_samples)
+    throw ConfigError(
+        fmt::format("{}: train.batch_size {} is more than the {} train samples, and "
+                    "train.drop_last: true drops that one short batch: no epoch "
+                    "would train",
+                    c.file, b, format_count(train_samples)),
+        fmt::format("use --batch-size {} or less, or train.drop_last: false", train_samples));
+  if (need <= 1) return;
+  if (b < need)
+    throw ConfigError(fmt::format("{}: train.batch_size {}: the model's batch normalization of a "
+                                  "flat input needs at least {} samples a batch",
+                                  c.file, b, need),
+                      fmt::format("set train.batch_size (or --batch-size) to {} or more", need));
+  const int64_t last = train_samples % b;
+  if (!c.train.drop_last && last > 0 && last < need)
+    throw ConfigError(
+        fmt::format("{}: the last batch of each epoch would hold {} sample ({} train samples in "
+                    "batches of {}); the model's batch normalization of a flat input needs at "
+                    "least {}",
+                    c.file, last, train_samples, b, need),
+        "set train.drop_last: true, or a batch size that leaves more samples over");
+}
+
+// `word` as a POSIX shell reads it back: as it is when it holds no character the shell treats
+// specially, else in single quotes.
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789_@%+=:,./-") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The command line that continues a stopped run: the user's own, every flag kept, --device the
+// stopped device (one of a list, or what auto chose), and --resume its checkpoint (in place of
+// the one it may have resumed from). checkpoint_dir: non-empty, the --checkpoint-dir to give (a
+// device of a list wrote to its own subfolder, where a single device writes to the folder).
+std::string continue_command(const RunRequest& r, const Config& config, const DeviceSpec& device,
+                             const std::string& checkpoint, const std::string& checkpoint_dir) {
+  std::vector<std::string> words;
+  if (r.command_line.empty()) {  // in-process: the flags are not known
+    words = {"trainer", "--config", config.file};
+  } else {
+    const std::vector<std::string>& a = r.command_line;
+    words.push_back(a[0]);
+    for (size_t i = 1; i < a.size(); ++i) {
+      if ((a[i] == "--resume" || (a[i] == "--checkpoint-dir" && !checkpoint_dir.empty())) &&
+          i + 1 < a.size()) {
+        ++i;
+        continue;
+      }
+      words.push_back(a[i]);
+      if (a[i] == "--device" && i + 1 < a.size()) {
+        words.push_back(device.label.substr(0, device.label.find(' ')));  // not "cpu bf16"
+        ++i;
+      }
+      if (a[i] == "--precision" && i + 1 < a.size()) {  // the stopped run's, of a list
+        words.push_back(device.precision.empty() ? a[i + 1] : device.precision);
+        ++i;
+      }
+    }
+  }
+  if (!checkpoint_dir.empty()) words.insert(words.end(), {"--checkpoint-dir", checkpoint_dir});
+  words.insert(words.end(), {"--resume", checkpoint});
+  std::string out = world().size() > 1 ? fmt::format("mpirun -np {}", world().size()) : "";
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + shell_quoted(w);
+  return out;
+}
+
+}  // namespace
+
+int run_train(const RunRequest& r) {
+  Config config = load_config_with_overrides(r);
+  const std::vector<DeviceSpec> devices = parse_devices(r);
+  Graph model(config);  // checks the model before any data is read
+  DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
+  const Dataset val = hold_out(data.train, config.data.val_split, config.train.seed);
+  const std::string normalise = apply_normalize_auto(config.data, data.train);
+  check_training_batches(config, model, data.train.size());
+  const bool many = devices.size() > 1;
+  Communicator& comm = world();
+  const bool lead = comm.rank() == 0;  // the process that writes files (and prints)
+  if (many && !r.resume.empty())
+    throw UsageError("--resume continues one run, on one device", "pass a single --device");
+  StopOnSignal stop;  // armed when training starts: from then on Ctrl-C saves a checkpoint
+
+  if (!r.quiet) {
+    std::string names;
+    for (const DeviceSpec& d : devices) names += (names.empty() ? "" : ", ") + d.label;
+    fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, config.name, config.file, names);
+    fmt::print("Model {}\n{}{}\n", config.name, model_table(model), parameter_line(model));
+    fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
+               format_count(data.train.size()), format_count(data.test.size()),
+               data.train.sample_shape.str(), model.classes());
+    fmt::print("{}", cache_report(data));
+    if (config.data.augment.any())
+      fmt::print("       augmented (train): {}{}\n",
+                 config.data.augment.crop_padding
+                     ? fmt::format("random crop, padding {}", config.data.augment.crop_padding)
+                     : "",
+                 config.data.augment.flip
+                     ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
+                     : "");
+    if (config.data.test_split > 0)
+      fmt::print(
+          "Test   {} images held out of {}, a share of each class (data.test_split {:g}, "
+          "drawn from data.seed {})\n",
+          format_count(data.test.size()), config.data.train_path, config.data.test_split,
+          config.data.seed);
+    if (val.size() > 0)
+      fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n",
+                 format_count(val.size()), format_count(val.size() + data.train.size()),
+                 config.data.val_split);
+    fmt::print("{}{}", normalise, class_mapping(data.train));
+    // Broken between its parts on a terminal narrower than it.
+    fmt::print("{}", wrap_to_terminal(
+                         fmt::format("Run    {} epoch{}", format_count(config.train.epochs),
+                                     config.train.epochs == 1 ? "" : "s"),
+                         {"batch " + format_count(config.train.batch_size),
+                          optimizer_text(config.train.optimizer),
+                          "schedule " + schedule_text(config.train.schedule), "loss " + config.loss,
+                          fmt::format("seed {}", config.train.seed),
+                          "precision " + (r.precisions.size() > 1
+                                              ? fmt::format("{}", fmt::join(r.precisions, ", "))
+                                              : precision_text(config.precision))},
+                         ", ", 7));
+    fmt::print("{}", controls_text(config.train));
+    if (config.train.batch_size > data.train.size())
+      fmt::print(
+          "       note: batch {} is more than the {} train samples: each epoch is one step "
+          "of {}\n",
+          config.train.batch_size, format_count(data.train.size()),
+          format_count(data.train.size()));
+    if (comm.size() > 1)
+      fmt::print(
+          "       data-parallel over {} processes ({}, {} on this host): batch {} each, {} "
+          "samples a step, gradients averaged before every update\n",
+          comm.size(), comm.library(), comm.local_size(), config.train.batch_size,
+          config.train.batch_size * comm.size());
+    if (const int share = host_cores() / comm.local_size();
+        comm.size() > 1 && allowed_cores() < share)
+      fmt::print(
+          "       note: mpirun bound each process to {} of the {} cores it could use; "
+          "--bind-to none (or --map-by slot:PE={}) gives each its share\n",
+          allowed_cores(), share, share);
+    std::fflush(stdout);
+  }
+  fmt::print("{}", skipped_report(data));
+  if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
+  std::unique_ptr<MetricsWriter> metrics;
+  if (!r.metrics_path.empty() && lead)
+    metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
+
+  auto options_of = [&](const DeviceSpec& device) {
+    BackendOptions o = backend_options(config, device);
+    o.batch_size = config.train.batch_size;  // bench's rows differ: it names none
+    return o;
+  };
+  // In a data-parallel run a device that fails in one process ends them all (below).
+  std::vector<Started> started =
+      comm.size() > 1 ? std::vector<Started>(devices.size()) : start_gpus(devices, options_of);
+  std::vector<DeviceRun> runs;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    DeviceRun run{devices[k], started[k].reason, {}, {}};
+    if (run.device.precision.empty()) run.device.precision = config.precision;
+    if (!run.ran()) {
+      runs.push_back(std::move(run));
+      continue;
+    }
+    if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
+    try {
+      std::unique_ptr<Backend> backend =
+          started[k].backend ? std::move(started[k].backend)
+                             : create_backend(run.device.backend, options_of(run.device));
+      if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
+      std::fflush(stdout);
+      Config c = config;
+      if (!run.device.precision.empty()) c.precision = run.device.precision;
+      Graph graph(c);
+      std::unique_ptr<Loss> loss = make_loss(c.loss);
+      // No batch holds more samples than the largest split: a batch beyond it takes no memory.
+      const int64_t largest = std::max({data.train.size(), data.test.size(), val.size()});
+      graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),
+                     c.train.seed);
+      Batcher train_src(data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
+                        c.data.std, c.train.drop_last);
+      train_src.set_augment(c.data.augment);
+      Batcher test_src(data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+      Batcher val_src(val, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+      TrainOptions options;
+      options.val = &val_src;
+      options.device_label = run.device.label;
+      options.progress = !r.quiet;
+      options.verbose = r.verbose;
+      options.data_workers = data_workers(c, run.device);
+      options.comm = &comm;
+      if (!r.quiet)
+        fmt::print(
+            "{}",
+            wrap_to_terminal(
+                fmt::format("Input  batches cut {}",
+                            options.data_workers ? fmt::format("ahead by {} background thread{}",
+                                                               options.data_workers,
+                                                               options.data_workers == 1 ? "" : "s")
+                                                 : "in the training thread"),
+                {fmt::format("(data.workers: {})", c.data.workers < 0
+                                                       ? "auto, the cores the device leaves free"
+                                                       : "set")},
+                " ", 7));
+      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
+      if (r.resume.empty() && lead) checkpoints.warn_if_folder_in_use();
+      std::unique_ptr<TensorBoardWriter> board;
+      if (!r.tensorboard.empty() && lead)
+        board = std::make_unique<TensorBoardWriter>(r.tensorboard, run.device.label);
+      options.log_every = r.log_every;
+      options.on_log = [&](const LoggedStep& f) {
+        run.steps.push_back(f);
+        if (metrics) metrics->write_step(f);
+        if (board) board->step(f);
+      };
+      options.on_epoch = [&](const EpochStats& e) {
+        if (metrics) metrics->write(e);
+        if (board) board->epoch(e);
+        checkpoints.epoch_done(e);
+        // Redrawn after every epoch: a long run can be watched, a stopped one keeps its picture.
+        if (!r.plot_path.empty() && lead) {
+          run.result.epochs.push_back(e);
+          draw_training_plot(r.plot_path, config.name, plot_runs(runs, &run));
+          run.result.epochs.pop_back();
+        }
+      };
+      if (!r.resume.empty()) {
+        checkpoints.resumed(
+            resume_from(r.resume, c, options, r.quiet,
+                        ShardedSource(train_src, comm.rank(), comm.size()).batches_per_epoch()));
+        run.earlier = checkpoints.history();
+        options.earlier = run.earlier;
+        if (metrics) metrics->continue_after(run.earlier);
+      }
+      options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
+        QuitDeferral writing;  // a second Ctrl-C now waits for the checkpoint to be whole
+        if (lead) checkpoints.write(s, at, at.stopping);
+      };
+      options.stop = [&] { return stop.requested(); };
+      if (r.log_placement)
+        options.on_placement = [&](const std::vector<LayerProfile>& rows) {
+          print_placement(rows, *backend, run.device.label);
+        };
+      stop.arm();
+      try {
+        run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+      } catch (const NumericsError& e) {
+        if (checkpoints.last_path().empty()) throw;
+        throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
+                                           checkpoints.last_path() +
+                                           " (--resume it with that --lr)");
+      }
+      if (run.result.stopped) {
+        // In a data-parallel run the signal may have reached another process only (mpirun
+        // passes a SIGTERM on to each); the run stopped all the same.
+        const bool here = stop.requested();
+        fmt::print("{}stopped by {} at step {}; continue with: {}\n",
+                   many ? "the " + run.device.label + " run: " : "",
+                   here ? stop.name() : "a signal to another process of the run",
+                   format_count(static_cast<double>(run.result.step_losses.size() +
+                                                    run.result.skipped_steps + options.start.step)),
+                   continue_command(r, config, run.device, checkpoints.last_path(),
+                                    many ? checkpoints.dir() : ""));
+        if (k + 1 < devices.size()) {
+          std::vector<std::string> rest;
+          for (size_t j = k + 1; j < devices.size(); ++j) rest.push_back(devices[j].label);
+          fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
+                     rest.size() == 1 ? "it" : "them");
+        }
+        if (!r.plot_path.empty() && lead) {
+          runs.push_back(std::move(run));
+          plot_training(r.plot_path, config.name, runs);
+        }
+        return here ? stop.exit_status() : 128 + SIGTERM;
+      }
+      if (run.result.early_stopped) fmt::print("{}\n", checkpoints.early_stop_note());
+      const EpochStats& last = run.result.epochs.back();
+      fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
+                 run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
+                 last.epoch, last.epoch == 1 ? "" : "s",
+                 format_duration(training_seconds(run.result)),
+                 format_count(images_per_second(run.result)));
+      // A run that ends where guessing would is a run to hear about, not a success.
+      const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, model.classes()));
+      if (data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
+        fmt::print(
+            "  note: {:.2f}% is about chance for {} classes ({:.0f}%): the model has not "
+            "learnt; the usual causes are a learning rate too high (this run's: {:g}) or too "
+            "low, too few epochs, or labels that do not match their images\n",
+            100 * last.test_accuracy, model.classes(), 100 * chance, c.train.optimizer.lr);
+    } catch (const Error& e) {
+      // In a list, an unusable device (or a run that blew up) gets its row; the others still run.
+      const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
+      // In a data-parallel run a device that failed in one process ends them all: the others
+      // could not tell which run to go on with.
+      if (!many || !per_device || comm.size() > 1) throw;
+      std::fflush(stdout);
+      fmt::print(stderr, "error: {}\n", user_message(e.cause()));
+      if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+      run.reason = reason_of(e);
+    }
+    runs.push_back(std::move(run));
+  }
+  size_t ran = 0;
+  for (const DeviceRun& run : runs) ran += run.ran();
+  if (many) print_side_by_side(runs);
+  if (!r.plot_path.empty() && lead) plot_training(r.plot_path, config.name, runs);
+  return exit_status(ran, runs.size());
+}
+
+}  // namespace tandem
