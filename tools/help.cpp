@@ -1,19 +1,114 @@
-// The trainer's help text, kept as one table that trainer --help and trainer COMMAND --help share.
+// The trainer's flags, kept as one table that trainer --help and trainer COMMAND --help print and
+// the command line is parsed by (flag_use): a new flag is one entry here.
 #include "tools/help.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <functional>
+#include <optional>
 #include <vector>
+
+#include "engine/config.h"  // closest_name, did_you_mean
+#include "engine/error.h"
+#include "engine/text.h"
+#include "tools/flag_values.h"
 
 namespace tandem {
 
 namespace {
 
+// How a flag sets the request: `v` is the word after it ("" for a switch), `flag` its name for
+// messages.
+using Setter = std::function<void(RunRequest& r, const std::string& flag, const std::string& v)>;
+
+template <typename T>
+Setter text(T RunRequest::*field) {
+  return [field](RunRequest& r, const std::string&, const std::string& v) { r.*field = v; };
+}
+template <typename T>
+Setter whole(T RunRequest::*field) {
+  return [field](RunRequest& r, const std::string& flag, const std::string& v) {
+    r.*field = parse_int(flag, v);
+  };
+}
+Setter real(std::optional<double> RunRequest::*field) {
+  return [field](RunRequest& r, const std::string& flag, const std::string& v) {
+    r.*field = parse_double(flag, v);
+  };
+}
+Setter on(bool RunRequest::*field) {
+  return [field](RunRequest& r, const std::string&, const std::string&) { r.*field = true; };
+}
+Setter seed() {
+  return [](RunRequest& r, const std::string& flag, const std::string& v) {
+    r.seed = parse_seed(flag, v);
+  };
+}
+Setter devices() {
+  return [](RunRequest& r, const std::string&, const std::string& v) {
+    r.devices = parse_device_list(v);
+  };
+}
+Setter precisions() {
+  return [](RunRequest& r, const std::string&, const std::string& v) {
+    r.precisions = split(v, ',');
+    const std::vector<std::string> known = {"fp32", "tf32", "bf16", "fp16"};
+    for (const std::string& p : r.precisions)
+      if (std::find(known.begin(), known.end(), p) == known.end())
+        throw UsageError(
+            "unknown precision '" + p + "'" + did_you_mean(closest_name(p, known)),
+            "give fp32, tf32, bf16 or fp16, or a comma list of them such as fp32,bf16");
+  };
+}
+Setter log_every() {
+  return [](RunRequest& r, const std::string& flag, const std::string& v) {
+    r.log_every = parse_int(flag, v);
+    if (r.log_every < 1)
+      throw UsageError("--log-every must be at least 1 step", "e.g. --log-every 50");
+  };
+}
+Setter verbose() {
+  return [](RunRequest& r, const std::string&, const std::string& v) {
+    if (v != "0" && v != "1" && v != "2")
+      throw UsageError("--verbose " + v + ": expected 0, 1 or 2",
+                       "0: the result only (as --quiet), 1: the progress bar (default), "
+                       "2: one line per epoch");
+    r.verbose = v[0] - '0';
+  };
+}
+Setter log_level() {
+  return [](RunRequest&, const std::string&, const std::string& v) {
+    const auto level = spdlog::level::from_str(v);
+    if (level == spdlog::level::off && v != "off")
+      throw UsageError("unknown log level '" + v + "'",
+                       "use trace, debug, info, warn, error or off");
+    spdlog::set_level(level);
+  };
+}
+Setter batch_sizes() {  // several --batch-sizes add up
+  return [](RunRequest& r, const std::string& flag, const std::string& v) {
+    for (const std::string& b : split(v, ',')) r.batch_sizes.push_back(parse_int(flag, b));
+  };
+}
+Setter limits_per_class() {
+  return [](RunRequest& r, const std::string& flag, const std::string& v) {
+    const std::vector<std::string> n = split(v, ',');
+    if (n.size() > 2)
+      throw UsageError(flag + " expects N or TRAIN,TEST", "e.g. " + flag + " 30,10");
+    r.limit_per_class = parse_int(flag, n[0]);
+    r.test_limit_per_class = n.size() == 2 ? parse_int(flag, n[1]) : r.limit_per_class;
+  };
+}
+
+// One flag as --help prints it and as the command line sets it: the one table of both.
 struct Flag {
   std::string name;  // with its value, as printed: "--epochs N"
   std::string text;  // what it does; a '\n' continues it on the next line, under the first
   // The list of trainer --help that shows it ("flags", "bench"), or "": its commands' help only.
   std::string list;
-  std::vector<std::string> commands;  // whose help lists it
+  std::vector<std::string> commands;  // whose help lists it, and which take it
+  Setter set;                         // what it does to the request
 };
 
 const std::vector<std::string> kEvery = {"train",   "bench",         "devices", "eval",
@@ -23,117 +118,181 @@ const std::vector<Flag> kFlags = {
     {"--checkpoint FILE|DIR",
      "the checkpoint file, or a folder: its newest",
      "",
-     {"eval", "predict", "export"}},
+     {"eval", "predict", "export"},
+     text(&RunRequest::checkpoint)},
     {"--config FILE",
      "the model, data and training settings (YAML), e.g. configs/lenet.yaml",
      "",
-     {"train", "bench", "export-images"}},
+     {"train", "bench", "export-images"},
+     text(&RunRequest::config_path)},
     {"--config FILE",
      "build the model from FILE (default: the config stored in the checkpoint)",
      "",
-     {"eval", "predict", "export"}},
-    {"--device LIST", "where to run: see devices below (default: cpu)", "", {"train", "bench"}},
+     {"eval", "predict", "export"},
+     text(&RunRequest::config_path)},
+    {"--device LIST",
+     "where to run: see devices below (default: cpu)",
+     "",
+     {"train", "bench"},
+     devices()},
     {"--device D",
      "the device to run on: cpu, cpu:THREADS, gpu, gpu:INDEX or auto (default: cpu)",
      "",
-     {"eval", "predict"}},
+     {"eval", "predict"},
+     devices()},
     {"--top-k K",
      "the classes printed for each image, most probable first (default: 3)",
      "",
-     {"predict"}},
+     {"predict"},
+     whole(&RunRequest::top_k)},
     {"--out DIR",
      "a new or empty folder; writes DIR/train/CLASS/*.png and DIR/test/CLASS/*.png",
      "",
-     {"export-images"}},
+     {"export-images"},
+     text(&RunRequest::out_dir)},
     {"--limit-per-class N[,TEST_N]",
      "at most N images per class, TEST_N of the test split (default: N);\n0: every image",
      "",
-     {"export-images"}},
-    {"--onnx FILE", "the ONNX file to write, e.g. lenet.onnx", "", {"export"}},
-    {"--opset N", "the ONNX opset, 13 to 17 (default: 13)", "", {"export"}},
+     {"export-images"},
+     limits_per_class()},
+    {"--onnx FILE",
+     "the ONNX file to write, e.g. lenet.onnx",
+     "",
+     {"export"},
+     text(&RunRequest::onnx_path)},
+    {"--opset N",
+     "the ONNX opset, 13 to 17 (default: 13)",
+     "",
+     {"export"},
+     whole(&RunRequest::opset)},
     {"--softmax",
      "output class probabilities (\"probabilities\") instead of logits (\"logits\")",
      "",
-     {"export"}},
+     {"export"},
+     on(&RunRequest::softmax)},
     {"--fold-normalization",
      "normalize in the graph: it takes pixels in [0,1] (default: the input\nis normalized "
      "with data.normalize's mean and std, as in training)",
      "",
-     {"export"}},
-    {"--force", "overwrite FILE when it exists", "", {"export"}},
-    {"--epochs N", "epochs to train", "flags", {"train"}},
-    {"--batch-size N", "samples per step", "flags", {"train", "bench", "eval"}},
-    {"--lr X", "learning rate", "flags", {"train"}},
-    {"--seed N", "seed of the weights, shuffling and dropout", "flags", {"train"}},
+     {"export"},
+     on(&RunRequest::fold_normalization)},
+    {"--force", "overwrite FILE when it exists", "", {"export"}, on(&RunRequest::force)},
+    {"--epochs N", "epochs to train", "flags", {"train"}, whole(&RunRequest::epochs)},
+    {"--batch-size N",
+     "samples per step",
+     "flags",
+     {"train", "bench", "eval"},
+     whole(&RunRequest::batch_size)},
+    {"--lr X", "learning rate", "flags", {"train"}, real(&RunRequest::lr)},
+    {"--seed N", "seed of the weights, shuffling and dropout", "flags", {"train"}, seed()},
     {"--threads N",
      "CPU threads (default: every core)",
      "flags",
-     {"train", "bench", "eval", "predict"}},
+     {"train", "bench", "eval", "predict"},
+     whole(&RunRequest::threads)},
     {"--data DIR",
      "data folder (replaces data.path)",
      "flags",
-     {"train", "bench", "eval", "export-images"}},
+     {"train", "bench", "eval", "export-images"},
+     text(&RunRequest::data)},
     {"--metrics FILE",
      "per-epoch metrics of every device, JSON lines (or CSV when FILE ends in .csv)",
      "flags",
-     {"train"}},
+     {"train"},
+     text(&RunRequest::metrics_path)},
     {"--plot FILE.png",
      "loss, accuracy and images/s per epoch, one colour per device; redrawn\nafter every epoch",
      "flags",
-     {"train"}},
+     {"train"},
+     text(&RunRequest::plot_path)},
     {"--log-every N",
      "every N steps, the mean loss, accuracy, learning rate and images/s of\nthose steps to the "
      "metrics file, the plot and TensorBoard",
      "flags",
-     {"train"}},
+     {"train"},
+     log_every()},
     {"--tensorboard DIR",
      "TensorBoard event files, a run folder per device (DIR/cpu, DIR/gpu)",
      "flags",
-     {"train"}},
+     {"train"},
+     text(&RunRequest::tensorboard)},
     {"--precision LIST",
      "fp32, tf32 (GPU), bf16 (GPU, CPUs with AVX512-BF16) or fp16 (GPU,\n"
      "with a dynamic loss scale, shown as 'scale' while it trains)\n"
      "(replaces the config's precision); a list runs each side by side on\n"
      "the one device (cpu with fp32,bf16), or pairs with a list of devices",
      "flags",
-     {"train", "bench"}},
+     {"train", "bench"},
+     precisions()},
     {"--precision P",
      "fp32, tf32, bf16 or fp16 (default: the config's); the checkpoint's\n"
      "fp32 weights run in any of them",
      "",
-     {"eval", "predict"}},
+     {"eval", "predict"},
+     precisions()},
     {"--log-placement",
      "which library primitive or algorithm ran each layer",
      "flags",
-     {"train", "bench"}},
+     {"train", "bench"},
+     on(&RunRequest::log_placement)},
     {"--checkpoint-dir DIR",
      "write DIR/epoch-E.safetensors (replaces train.checkpoint.dir; every\n"
      "train.checkpoint.every epochs, the newest train.checkpoint.keep kept)",
      "flags",
-     {"train"}},
+     {"train"},
+     text(&RunRequest::checkpoint_dir)},
     {"--resume PATH",
      "continue from a checkpoint file, or the newest in folder PATH; --epochs\nstays the total",
      "flags",
-     {"train"}},
-    {"--quiet", "no start-up table and no progress bar", "flags", {"train", "bench"}},
+     {"train"},
+     text(&RunRequest::resume)},
+    {"--quiet",
+     "no start-up table and no progress bar",
+     "flags",
+     {"train", "bench"},
+     on(&RunRequest::quiet)},
     {"--verbose N",
      "0: the result only (as --quiet); 1: the progress bar (default); 2: one\nline per epoch",
      "flags",
-     {"train"}},
-    {"--quiet", "only the heading and the loss and accuracy line", "", {"eval"}},
-    {"--log-level L", "trace, debug, info, warn (default), error, off", "flags", kEvery},
+     {"train"},
+     verbose()},
+    {"--quiet",
+     "only the heading and the loss and accuracy line",
+     "",
+     {"eval"},
+     on(&RunRequest::quiet)},
+    {"--log-level L", "trace, debug, info, warn (default), error, off", "flags", kEvery,
+     log_level()},
     {"--batch-sizes LIST",
      "e.g. 16,64,256 (default: the config's batch size or --batch-size)",
      "bench",
-     {"bench"}},
+     {"bench"},
+     batch_sizes()},
     {"--per-layer",
      "forward and backward time, FLOPs and GFLOP/s of each layer",
      "bench",
-     {"bench"}},
-    {"--plot FILE.png", "throughput and speedup against batch size", "bench", {"bench"}},
-    {"--json", "one JSON object per device and batch size", "bench", {"bench"}},
-    {"--steps N", "steps measured, of which the median counts (default: 20)", "", {"bench"}},
-    {"--warmup N", "steps run before them and not counted (default: 5)", "", {"bench"}},
+     {"bench"},
+     on(&RunRequest::per_layer)},
+    {"--plot FILE.png",
+     "throughput and speedup against batch size",
+     "bench",
+     {"bench"},
+     text(&RunRequest::plot_path)},
+    {"--json",
+     "one JSON object per device and batch size",
+     "bench",
+     {"bench"},
+     on(&RunRequest::json)},
+    {"--steps N",
+     "steps measured, of which the median counts (default: 20)",
+     "",
+     {"bench"},
+     whole(&RunRequest::steps)},
+    {"--warmup N",
+     "steps run before them and not counted (default: 5)",
+     "",
+     {"bench"},
+     whole(&RunRequest::warmup)},
 };
 
 const std::string kDevices =
@@ -306,6 +465,14 @@ std::vector<std::string> flag_names() {
         std::find(out.begin(), out.end(), name) == out.end())
       out.push_back(name);
   return out;
+}
+
+std::optional<FlagUse> flag_use(const std::string& flag, const std::string& command) {
+  for (const Flag& f : kFlags)
+    if (f.name.substr(0, f.name.find(' ')) == flag &&
+        std::find(f.commands.begin(), f.commands.end(), command) != f.commands.end())
+      return FlagUse{f.name.find(' ') != std::string::npos, f.set};
+  return std::nullopt;
 }
 
 bool is_switch(const std::string& flag) {

@@ -1,9 +1,13 @@
-// The trainer's help: one table of its commands and flags, printed whole by trainer --help and
-// one command at a time by trainer COMMAND --help.
+// The trainer's help and flags: one table of its commands and flags, printed whole by trainer
+// --help and one command at a time by trainer COMMAND --help.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tools/app.h"
 
 namespace tandem {
 
@@ -22,6 +26,15 @@ std::vector<std::string> commands_of_flag(const std::string& flag);
 
 // Every flag of the table, once each ("--epochs").
 std::vector<std::string> flag_names();
+
+// How `flag` sets the request of `command`, from the same table --help prints: whether it takes a
+// value, and what it does with it (throwing UsageError for a bad one). None: the command has no
+// such flag.
+struct FlagUse {
+  bool takes_value;
+  std::function<void(RunRequest& r, const std::string& flag, const std::string& value)> set;
+};
+std::optional<FlagUse> flag_use(const std::string& flag, const std::string& command);
 
 // A flag that takes no value: --quiet, --json, --help, ...
 bool is_switch(const std::string& flag);

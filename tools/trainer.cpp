@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,67 +25,12 @@
 #include "engine/text.h"
 #include "engine/user_message.h"
 #include "tools/app.h"
+#include "tools/flag_values.h"
 #include "tools/help.h"
 
 namespace {
 
-using tandem::split;
-
-int parse_int(const std::string& flag, const std::string& v) {
-  const std::string hint = "give a whole number after " + flag + " (see trainer --help)";
-  long long n = 0;
-  try {
-    size_t used = 0;
-    n = std::stoll(v, &used);
-    if (used != v.size())
-      throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
-  } catch (const std::out_of_range&) {
-    n = v.starts_with("-") ? std::numeric_limits<long long>::min()
-                           : std::numeric_limits<long long>::max();
-  } catch (const std::invalid_argument&) {
-    throw tandem::UsageError(flag + " expects an integer, got '" + v + "'", hint);
-  }
-  // A cast alone would wrap 4294967297 to 1 and run with that.
-  if (n > std::numeric_limits<int>::max() || n < std::numeric_limits<int>::min())
-    throw tandem::UsageError(flag + " " + v + " is out of range (at most " +
-                                 std::to_string(std::numeric_limits<int>::max()) + ")",
-                             hint);
-  return static_cast<int>(n);
-}
-
-// Seeds span the whole unsigned 64-bit range (a config's seed: up to 2^63 - 1).
-uint64_t parse_seed(const std::string& flag, const std::string& v) {
-  const std::string hint = "give a whole number from 0 to 18446744073709551615 after " + flag;
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-    throw tandem::UsageError(flag + " expects a non-negative integer, got '" + v + "'", hint);
-  try {
-    return std::stoull(v);
-  } catch (const std::out_of_range&) {
-    throw tandem::UsageError(flag + " " + v + " is out of range", hint);
-  }
-}
-
-double parse_double(const std::string& flag, const std::string& v) {
-  const std::string hint = "give a number after " + flag + ", e.g. " + flag + " 0.01";
-  // Not hexadecimal: std::stod would read "0x10" as 16. ("inf" and "nan" are read, for the
-  // caller's range check to name.)
-  if (v.find_first_of("xX") == std::string::npos) {
-    try {
-      size_t used = 0;
-      double d = std::stod(v, &used);
-      if (used == v.size()) return d;
-    } catch (const std::out_of_range&) {
-      throw tandem::UsageError(flag + " " + v + " is out of range of a double", hint);
-    } catch (const std::invalid_argument&) {
-    }
-  }
-  throw tandem::UsageError(flag + " expects a number, got '" + v + "'", hint);
-}
-
-// The help that lists a command's flags.
-std::string help_of(const std::string& command) {
-  return command == "train" ? "trainer --help" : "trainer " + command + " --help";
-}
+using tandem::help_of;
 
 // "train, bench and eval", training named as trainer --help names it.
 std::string command_list(const std::vector<std::string>& commands) {
@@ -116,26 +62,6 @@ tandem::UsageError unknown_argument(const std::string& a, const std::string& com
   const std::string guess = tandem::closest_name(a, flags);
   return tandem::UsageError("unknown argument '" + a + "'" + tandem::did_you_mean(guess),
                             "see " + help_of(command));
-}
-
-// The accepted forms of one --device entry.
-const char kDeviceForms[] =
-    "give cpu, cpu:N (N threads), gpu, gpu:N (GPU number N), auto, all, or a comma list of them "
-    "such as cpu,gpu";
-
-// Refuses a device entry that is none of the accepted forms, naming the nearest ("cuda": gpu,
-// "GPU:1": gpu:1). A bad number after the colon is parse_device's to tell.
-void check_device_name(const std::string& d) {
-  const size_t colon = d.find(':');
-  const std::string name = d.substr(0, colon);
-  const std::vector<std::string> known = colon == std::string::npos
-                                             ? std::vector<std::string>{"cpu", "gpu", "auto", "all"}
-                                             : std::vector<std::string>{"cpu", "gpu"};
-  if (std::find(known.begin(), known.end(), name) != known.end()) return;
-  std::string guess = tandem::closest_name(name, known);  // "GPU": gpu, "cuda": gpu
-  if (!guess.empty() && colon != std::string::npos) guess += d.substr(colon);
-  throw tandem::UsageError("unknown device '" + d + "'" + tandem::did_you_mean(guess),
-                           kDeviceForms);
 }
 
 int run(int argc, char** argv) {
@@ -213,108 +139,15 @@ int run(int argc, char** argv) {
     } else if (a == "--version") {
       fmt::print("tandem {}\n", TANDEM_VERSION);
       return 0;
-    } else if (a == "--config" || a == "-c") {
-      r.config_path = value();
-    } else if (a == "--device") {
-      const std::string v = value();
-      r.devices = split(v, ',');
-      for (const std::string& d : r.devices)
-        if (d.empty())
-          throw tandem::UsageError(
-              v.empty() ? "--device is empty" : "--device '" + v + "' has an empty entry",
-              kDeviceForms);
-      for (const std::string& d : r.devices) check_device_name(d);
-    } else if (a == "--epochs") {
-      r.epochs = parse_int(a, value());
-    } else if (a == "--batch-size") {
-      r.batch_size = parse_int(a, value());
-    } else if (a == "--lr") {
-      r.lr = parse_double(a, value());
-    } else if (a == "--seed") {
-      r.seed = parse_seed(a, value());
-    } else if (a == "--threads") {
-      r.threads = parse_int(a, value());
-    } else if (a == "--data") {
-      r.data = value();
-    } else if (a == "--metrics") {
-      r.metrics_path = value();
-    } else if (a == "--quiet" || a == "-q") {
-      r.quiet = true;
-    } else if (command == "train" && a == "--log-every") {
-      r.log_every = parse_int(a, value());
-      if (r.log_every < 1)
-        throw tandem::UsageError("--log-every must be at least 1 step", "e.g. --log-every 50");
-    } else if (command == "train" && a == "--tensorboard") {
-      r.tensorboard = value();
-    } else if (command == "train" && a == "--verbose") {
-      const std::string v = value();
-      if (v != "0" && v != "1" && v != "2")
-        throw tandem::UsageError("--verbose " + v + ": expected 0, 1 or 2",
-                                 "0: the result only (as --quiet), 1: the progress bar (default), "
-                                 "2: one line per epoch");
-      r.verbose = v[0] - '0';
-    } else if (a == "--log-level") {
-      std::string l = value();
-      auto level = spdlog::level::from_str(l);
-      if (level == spdlog::level::off && l != "off")
-        throw tandem::UsageError("unknown log level '" + l + "'",
-                                 "use trace, debug, info, warn, error or off");
-      spdlog::set_level(level);
-    } else if (a == "--plot") {
-      r.plot_path = value();
-    } else if (a == "--precision") {
-      r.precisions = split(value(), ',');
-      const std::vector<std::string> known = {"fp32", "tf32", "bf16", "fp16"};
-      for (const std::string& p : r.precisions)
-        if (std::find(known.begin(), known.end(), p) == known.end())
-          throw tandem::UsageError(
-              "unknown precision '" + p + "'" +
-                  tandem::did_you_mean(tandem::closest_name(p, known)),
-              "give fp32, tf32, bf16 or fp16, or a comma list of them such as fp32,bf16");
-    } else if (a == "--log-placement") {
-      r.log_placement = true;
-    } else if (command == "train" && a == "--checkpoint-dir") {
-      r.checkpoint_dir = value();
-    } else if (command == "train" && a == "--resume") {
-      r.resume = value();
-    } else if (command == "bench" && a == "--batch-sizes") {
-      for (const std::string& b : split(value(), ',')) r.batch_sizes.push_back(parse_int(a, b));
-    } else if (command == "bench" && a == "--per-layer") {
-      r.per_layer = true;
-    } else if (command == "bench" && a == "--steps") {
-      r.steps = parse_int(a, value());
-    } else if (command == "bench" && a == "--warmup") {
-      r.warmup = parse_int(a, value());
-    } else if (command == "bench" && a == "--json") {
-      r.json = true;
-    } else if ((command == "eval" || command == "predict" || command == "export") &&
-               a == "--checkpoint") {
-      r.checkpoint = value();
-    } else if (command == "predict" && a == "--top-k") {
-      r.top_k = parse_int(a, value());
     } else if (command == "predict" && !a.empty() && a[0] != '-') {
       r.inputs.push_back(a);
-    } else if (command == "export" && a == "--onnx") {
-      r.onnx_path = value();
-    } else if (command == "export" && a == "--opset") {
-      r.opset = parse_int(a, value());
-    } else if (command == "export" && a == "--softmax") {
-      r.softmax = true;
-    } else if (command == "export" && a == "--fold-normalization") {
-      r.fold_normalization = true;
-    } else if (command == "export" && a == "--force") {
-      r.force = true;
-    } else if (command == "export-images" && a == "--out") {
-      r.out_dir = value();
-    } else if (command == "export-images" && a == "--limit-per-class") {
-      const std::vector<std::string> n = split(value(), ',');
-      if (n.size() > 2)
-        throw tandem::UsageError(a + " expects N or TRAIN,TEST", "e.g. " + a + " 30,10");
-      r.limit_per_class = parse_int(a, n[0]);
-      r.test_limit_per_class = n.size() == 2 ? parse_int(a, n[1]) : r.limit_per_class;
-    } else {
-      throw unknown_argument(a, command);
+      continue;
     }
+    // Every other flag is set as the table --help prints says (tools/help.cpp).
+    const std::string flag = a == "-c" ? "--config" : a == "-q" ? "--quiet" : a;
+    const std::optional<tandem::FlagUse> use = tandem::flag_use(flag, command);
+    if (!use) throw unknown_argument(a, command);
+    use->set(r, flag, use->takes_value ? value() : "");
   }
   // --quiet is --verbose 0; with another level the two disagree.
   if (r.quiet && given.count("--verbose") && r.verbose != 0)

@@ -1,5 +1,7 @@
 // trainer --help and trainer COMMAND --help: each command's own usage, flags and example, from
 // the same table as the general help.
+#include "tools/help.h"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "tests/tools/cli_util.h"
+#include "tools/app.h"
 
 namespace {
 
@@ -167,6 +170,31 @@ TEST(Help, NoArgumentsNamesTheConfigFlagAndTheHelp) {
   EXPECT_EQ(r.out,
             "error: no model config given\nhint: pass --config FILE, e.g. trainer --config "
             "configs/lenet.yaml; trainer help lists every command and flag\n");
+}
+
+// The parser is the help's own table: every flag a command's help lists is one that command's
+// command line sets, with a value exactly where the help shows one, and no other flag is taken.
+TEST(Help, EveryFlagTheHelpListsIsTheOneTheCommandLineSets) {
+  int uses = 0;
+  for (const std::string& flag : tandem::flag_names()) {
+    for (const std::string& command : tandem::commands_of_flag(flag)) {
+      const std::optional<tandem::FlagUse> use = tandem::flag_use(flag, command);
+      ASSERT_TRUE(use.has_value()) << flag << " of " << command;
+      EXPECT_TRUE(static_cast<bool>(use->set)) << flag << " of " << command;
+      EXPECT_EQ(use->takes_value, !tandem::is_switch(flag)) << flag;
+      ++uses;
+    }
+  }
+  EXPECT_GT(uses, 40);
+  EXPECT_FALSE(tandem::flag_use("--epochs", "eval").has_value());  // train's, not eval's
+  EXPECT_FALSE(tandem::flag_use("--epoch", "train").has_value());
+  tandem::RunRequest r;
+  tandem::flag_use("--epochs", "train")->set(r, "--epochs", "7");
+  tandem::flag_use("--device", "train")->set(r, "--device", "cpu:2,gpu");
+  tandem::flag_use("--json", "bench")->set(r, "--json", "");
+  EXPECT_EQ(r.epochs, 7);
+  EXPECT_EQ(r.devices, (std::vector<std::string>{"cpu:2", "gpu"}));
+  EXPECT_TRUE(r.json);
 }
 
 }  // namespace
