@@ -1,5 +1,6 @@
 // The trainer's help and flags: one table of its commands and flags, printed whole by trainer
-// --help and one command at a time by trainer COMMAND --help.
+// --help and one command at a time by trainer COMMAND --help, which the command line is parsed
+// by too (flag_use).
 #pragma once
 
 #include <functional>
