@@ -28,6 +28,7 @@
 #include "engine/atomic_file.h"
 #include "engine/backend.h"
 #include "engine/checkpoint_json.h"
+#include "engine/epoch_figures.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
 #include "engine/graph.h"
@@ -243,43 +244,24 @@ std::vector<float> meta_floats(const Header& h, const std::string& key, const st
   return out;
 }
 
-// The run's epochs so far, one metadata string: CSV with a header line, the metrics file's
-// columns (numbers as written by {}, which reads back exactly; "nan" and "inf" too).
-struct HistoryColumn {
-  const char* name;
-  double EpochStats::*real = nullptr;  // else one of the integers below
-  int64_t EpochStats::*count = nullptr;
-};
-const std::vector<HistoryColumn>& history_columns() {
-  static const std::vector<HistoryColumn> columns = {
-      {"epoch", nullptr, &EpochStats::epoch},
-      {"train_loss", &EpochStats::train_loss},
-      {"train_accuracy", &EpochStats::train_accuracy},
-      {"test_loss", &EpochStats::test_loss},
-      {"test_accuracy", &EpochStats::test_accuracy},
-      {"seconds", &EpochStats::seconds},
-      {"images_per_second", &EpochStats::images_per_second},
-      {"learning_rate", &EpochStats::learning_rate},
-      {"skipped_steps", nullptr, &EpochStats::skipped_steps},
-      {"val_loss", &EpochStats::val_loss},  // empty cells: no validation pass that epoch
-      {"val_accuracy", &EpochStats::val_accuracy}};
-  return columns;
-}
-
+// The run's epochs so far, one metadata string: CSV with a header line, the device and the peak
+// memory, then the figures of the table (engine/epoch_figures.h) that a history carries, numbers
+// as written by {}, which reads back exactly ("nan" and "inf" too).
 std::string history_text(const std::vector<EpochStats>& epochs) {
   if (epochs.empty()) return "";
   std::string out = "device,peak_memory_bytes";
-  for (const HistoryColumn& c : history_columns()) out += fmt::format(",{}", c.name);
+  for (const EpochFigure& f : epoch_figures())
+    if (f.outputs & kHistory) out += fmt::format(",{}", f.name);
   for (const EpochStats& e : epochs) {
     out += fmt::format("\n{},{}", e.device, e.peak_memory_bytes);
-    for (const HistoryColumn& c : history_columns()) {
-      const bool val = std::string_view(c.name).starts_with("val_");
-      if (val && !e.has_val)
+    for (const EpochFigure& f : epoch_figures()) {
+      if (!(f.outputs & kHistory)) continue;
+      if (!has_figure(e, f))
         out += ",";
-      else if (c.real)
-        out += fmt::format(",{}", e.*c.real);
+      else if (f.real)
+        out += fmt::format(",{}", e.*f.real);
       else
-        out += fmt::format(",{}", e.*c.count);
+        out += fmt::format(",{}", e.*f.count);
     }
   }
   return out;
@@ -308,13 +290,15 @@ std::vector<EpochStats> history_of(const std::string& text, const std::string& p
       } else if (names[k] == "peak_memory_bytes") {
         if (std::from_chars(cell.data(), end, e.peak_memory_bytes).ptr != end) bad();
       } else {
-        auto c = std::find_if(history_columns().begin(), history_columns().end(),
-                              [&](const HistoryColumn& c) { return names[k] == c.name; });
-        if (c == history_columns().end()) continue;  // a later version's column
-        if (cell.empty() && names[k].starts_with("val_")) continue;
-        if (names[k].starts_with("val_")) e.has_val = true;
-        if (c->real ? std::from_chars(cell.data(), end, e.*c->real).ptr != end
-                    : std::from_chars(cell.data(), end, e.*c->count).ptr != end)
+        auto f = std::find_if(
+            epoch_figures().begin(), epoch_figures().end(),
+            [&](const EpochFigure& f) { return (f.outputs & kHistory) && names[k] == f.name; });
+        if (f == epoch_figures().end()) continue;  // a later version's column
+        const bool val = f->when == EpochFigure::kWithValidation;
+        if (cell.empty() && val) continue;
+        if (val) e.has_val = true;
+        if (f->real ? std::from_chars(cell.data(), end, e.*f->real).ptr != end
+                    : std::from_chars(cell.data(), end, e.*f->count).ptr != end)
           bad();
       }
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/atomic_file.h"
+#include "engine/epoch_figures.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
 #include "engine/json_text.h"
@@ -115,11 +116,13 @@ void MetricsWriter::open() {
   // The header and a resumed run's earlier epochs replace an old file whole (replace_file); the
   // epochs of this run are appended to it as they end.
   std::string start;
-  if (csv_)
-    start = std::string(
-                "device,epoch,train_loss,train_accuracy,test_loss,test_accuracy,seconds,"
-                "images_per_second,learning_rate,peak_memory_bytes,skipped_steps") +
-            (val_ ? ",val_loss,val_accuracy\n" : "\n");
+  if (csv_) {
+    start = "device";
+    for (const EpochFigure& f : epoch_figures())
+      if ((f.outputs & kMetricsFile) && (f.when != EpochFigure::kWithValidation || val_))
+        start += fmt::format(",{}", f.name);
+    start += "\n";
+  }
   for (const EpochStats& e : earlier_) start += line_text(e);
   const std::string failed = replace_file(path_, [&](FILE* f) {
     return std::fwrite(start.data(), 1, start.size(), f) == start.size();
@@ -177,30 +180,24 @@ void MetricsWriter::write_step(const LoggedStep& f) {
 }
 
 std::string MetricsWriter::line_text(const EpochStats& e) const {
-  std::string out;
-  if (csv_) {
-    out += fmt::format("{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.4f},{:.1f},{:.6g},{},{}", e.device,
-                       e.epoch, e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy,
-                       e.seconds, e.images_per_second, e.learning_rate, e.peak_memory_bytes,
-                       e.skipped_steps);
-    // An epoch without a validation pass leaves its cells empty rather than writing zeros.
-    if (val_) out += (e.has_val ? fmt::format(",{:.6g},{:.6g}", e.val_loss, e.val_accuracy) : ",,");
-    out += "\n";
-  } else {
-    out += fmt::format(
-        "{{\"device\": {}, \"epoch\": {}, \"train_loss\": {}, \"train_accuracy\": {}, "
-        "\"test_loss\": {}, \"test_accuracy\": {}, \"seconds\": {}, "
-        "\"images_per_second\": {}, \"learning_rate\": {}, \"peak_memory_bytes\": {}, "
-        "\"skipped_steps\": {}{}}}\n",
-        json_string(e.device), e.epoch, json_number(e.train_loss), json_number(e.train_accuracy),
-        json_number(e.test_loss), json_number(e.test_accuracy), json_number(e.seconds, "{:.4f}"),
-        json_number(e.images_per_second, "{:.1f}"), json_number(e.learning_rate),
-        e.peak_memory_bytes, e.skipped_steps,
-        e.has_val ? ", \"val_loss\": " + json_number(e.val_loss) +
-                        ", \"val_accuracy\": " + json_number(e.val_accuracy)
-                  : "");
+  // The figures of the table (engine/epoch_figures.h), in its order. CSV: a cell each, empty
+  // where the epoch has no such figure (no validation pass that epoch); JSON: a key each where
+  // it has one.
+  std::string out = csv_ ? e.device : "{\"device\": " + json_string(e.device);
+  for (const EpochFigure& f : epoch_figures()) {
+    if (!(f.outputs & kMetricsFile)) continue;
+    if (f.when == EpochFigure::kWithValidation && !val_ && csv_) continue;
+    const bool has = has_figure(e, f);
+    if (!csv_ && !has) continue;
+    std::string value;
+    if (has && f.real)
+      value =
+          csv_ ? fmt::format(fmt::runtime(f.format), e.*f.real) : json_number(e.*f.real, f.format);
+    else if (has)
+      value = f.count ? std::to_string(e.*f.count) : std::to_string(e.*f.bytes);
+    out += csv_ ? "," + value : fmt::format(", \"{}\": {}", f.name, value);
   }
-  return out;
+  return out + (csv_ ? "\n" : "}\n");
 }
 
 void MetricsWriter::line(const EpochStats& e) { out_ << line_text(e); }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "engine/epoch_figures.h"
 #include "engine/error.h"
 
 #ifdef TANDEM_WITH_TENSORBOARD
@@ -113,17 +114,9 @@ void TensorBoardWriter::scalar(const std::string&, int64_t, double) {}
 #endif
 
 void TensorBoardWriter::epoch(const EpochStats& e) {
-  scalar("epoch/train_loss", e.epoch, e.train_loss);
-  scalar("epoch/train_accuracy", e.epoch, e.train_accuracy);
-  scalar("epoch/test_loss", e.epoch, e.test_loss);
-  scalar("epoch/test_accuracy", e.epoch, e.test_accuracy);
-  if (e.has_val) {
-    scalar("epoch/val_loss", e.epoch, e.val_loss);
-    scalar("epoch/val_accuracy", e.epoch, e.val_accuracy);
-  }
-  scalar("epoch/learning_rate", e.epoch, e.learning_rate);
-  scalar("epoch/images_per_second", e.epoch, e.images_per_second);
-  if (e.loss_scale > 0) scalar("epoch/loss_scale", e.epoch, e.loss_scale);
+  for (const EpochFigure& f : epoch_figures())
+    if ((f.outputs & kTensorBoard) && has_figure(e, f))
+      scalar(std::string("epoch/") + f.name, e.epoch, figure_value(e, f));
 }
 
 void TensorBoardWriter::step(const LoggedStep& s) {

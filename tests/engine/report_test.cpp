@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "engine/epoch_figures.h"
 #include "engine/json_text.h"
 
 namespace tandem {
@@ -109,6 +112,38 @@ TEST(JsonText, NumbersAreNullWhenNotFiniteAndStringsStayValidUtf8) {
   EXPECT_EQ(json_string("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
   EXPECT_EQ(json_string("caf\xc3\xa9"), "\"caf\xc3\xa9\"");  // valid UTF-8 kept
   EXPECT_EQ(json_string("caf\xe9"), "\"caf\\\\xe9\"");       // Latin-1: \\xe9
+}
+
+// The one record of an epoch's figures: each figure names one place in EpochStats, once, and a
+// figure a checkpoint's history carries is one that reads back (a real or a count). The metrics
+// file's columns are the table's, in its order.
+TEST(EpochFigures, EachFigureIsStoredOnceAndTheFilesFollowTheTable) {
+  std::set<std::string> names;
+  for (const EpochFigure& f : epoch_figures()) {
+    EXPECT_TRUE(names.insert(f.name).second) << f.name << " twice";
+    EXPECT_EQ((f.real != nullptr) + (f.count != nullptr) + (f.bytes != nullptr), 1) << f.name;
+    if (f.outputs & kHistory) {
+      EXPECT_EQ(f.bytes, nullptr) << f.name;
+    }
+  }
+  std::string header = "device";
+  for (const EpochFigure& f : epoch_figures())
+    if ((f.outputs & kMetricsFile) && f.when != EpochFigure::kWithValidation)
+      header += std::string(",") + f.name;
+  EXPECT_EQ(header, kColumns);
+  EpochStats e = epoch(4, true);
+  e.loss_scale = 0;
+  int tensorboard = 0;
+  for (const EpochFigure& f : epoch_figures())
+    tensorboard += (f.outputs & kTensorBoard) && has_figure(e, f);
+  EXPECT_EQ(tensorboard, 8);  // losses and accuracies of three splits, rate, throughput
+  e.loss_scale = 1024;
+  const auto scale =
+      std::find_if(epoch_figures().begin(), epoch_figures().end(),
+                   [](const EpochFigure& f) { return std::string(f.name) == "loss_scale"; });
+  ASSERT_NE(scale, epoch_figures().end());
+  EXPECT_TRUE(has_figure(e, *scale));
+  EXPECT_EQ(figure_value(e, *scale), 1024);
 }
 
 }  // namespace
