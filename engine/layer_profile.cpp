@@ -1,0 +1,32 @@
+// Layer profile rows and the placement-tracing hook (layer_profile.h).
+#include "engine/layer_profile.h"
+
+#include <algorithm>
+
+namespace tandem {
+
+// One row per layer of a profile at batch n: names, types, FLOPs; no times or ops yet.
+std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
+  std::vector<LayerProfile> rows;
+  for (const auto& layer : graph.layers())
+    rows.push_back({layer->name(), layer->type(), layer->flops() * n, 0, 0, {}, {}});
+  return rows;
+}
+
+// A layer hook that puts each layer pass's traced placement lines into `rows` (each once).
+Graph::LayerHook trace_layers(Backend& backend, std::vector<LayerProfile>& rows,
+                              std::vector<std::string>& trace) {
+  return [&](size_t layer, bool backward, bool done) {
+    if (!done) {
+      backend.trace_placement(&trace);
+      return;
+    }
+    backend.trace_placement(nullptr);
+    std::vector<std::string>& ops = backward ? rows[layer].backward_ops : rows[layer].forward_ops;
+    for (std::string& line : trace)
+      if (std::find(ops.begin(), ops.end(), line) == ops.end()) ops.push_back(std::move(line));
+    trace.clear();
+  };
+}
+
+}  // namespace tandem
