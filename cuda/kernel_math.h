@@ -147,42 +147,58 @@ struct PoolGeom {
 // equal maxima wins.
 TANDEM_KERNEL_HD bool pool_above(float v, float m) { return v > m || (v != v && m == m); }
 
-// dx at (h, w) of one plane: the sum of dy over the windows whose first maximum it is. xp and dyp
-// are the plane's x (H, W) and dy (P, Q).
-TANDEM_KERNEL_HD float max_pool_dx(const float* xp, const float* dyp, int h, int w,
-                                   const PoolGeom& g) {
+// The sum, over the windows (p, q) that cover input element (h, w), of term(p, q, rows, cols),
+// rows and cols being the window's input span without padding: the gather both pooling
+// gradients make.
+template <typename Term>
+TANDEM_KERNEL_HD float gather_windows(int h, int w, const PoolGeom& g, const Term& term) {
   const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
   const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
   float sum = 0.f;
   for (int p = rows.first; p <= rows.last; ++p) {
     const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
-    for (int q = cols.first; q <= cols.last; ++q) {
-      const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
-      int best = r_span.begin * g.W + s_span.begin;
-      float bv = xp[best];
-      for (int r = r_span.begin; r < r_span.end; ++r)
-        for (int s = s_span.begin; s < s_span.end; ++s)
-          if (pool_above(xp[r * g.W + s], bv)) bv = xp[r * g.W + s], best = r * g.W + s;
-      if (best == h * g.W + w) sum += dyp[p * g.Q + q];
-    }
+    for (int q = cols.first; q <= cols.last; ++q)
+      sum += term(p, q, r_span, window_span(q, g.kw, g.sw, g.pw, g.W));
   }
   return sum;
 }
 
+// Max pooling: window (p, q)'s gradient where (h, w) is its first maximum, else 0.
+struct MaxPoolTerm {
+  const float* xp;   // the plane's x (H, W)
+  const float* dyp;  // and dy (P, Q)
+  int at;            // h * W + w
+  const PoolGeom& g;
+  TANDEM_KERNEL_HD float operator()(int p, int q, WindowSpan r_span, WindowSpan s_span) const {
+    int best = r_span.begin * g.W + s_span.begin;
+    float bv = xp[best];
+    for (int r = r_span.begin; r < r_span.end; ++r)
+      for (int s = s_span.begin; s < s_span.end; ++s)
+        if (pool_above(xp[r * g.W + s], bv)) bv = xp[r * g.W + s], best = r * g.W + s;
+    return best == at ? dyp[p * g.Q + q] : 0.f;
+  }
+};
+
+// Average pooling: window (p, q)'s gradient over its count, padding left out of the divisor.
+struct AvgPoolTerm {
+  const float* dyp;  // the plane's dy (P, Q)
+  const PoolGeom& g;
+  TANDEM_KERNEL_HD float operator()(int p, int q, WindowSpan r_span, WindowSpan s_span) const {
+    const int count = (r_span.end - r_span.begin) * (s_span.end - s_span.begin);
+    return dyp[p * g.Q + q] / static_cast<float>(count);
+  }
+};
+
+// dx at (h, w) of one plane: the sum of dy over the windows whose first maximum it is. xp and dyp
+// are the plane's x (H, W) and dy (P, Q).
+TANDEM_KERNEL_HD float max_pool_dx(const float* xp, const float* dyp, int h, int w,
+                                   const PoolGeom& g) {
+  return gather_windows(h, w, g, MaxPoolTerm{xp, dyp, h * g.W + w, g});
+}
+
 // dx at (h, w) of one plane for average pooling, padding left out of each window's divisor.
 TANDEM_KERNEL_HD float avg_pool_dx(const float* dyp, int h, int w, const PoolGeom& g) {
-  const WindowRange rows = covering_windows(h, g.kh, g.sh, g.ph, g.P);
-  const WindowRange cols = covering_windows(w, g.kw, g.sw, g.pw, g.Q);
-  float sum = 0.f;
-  for (int p = rows.first; p <= rows.last; ++p) {
-    const WindowSpan r_span = window_span(p, g.kh, g.sh, g.ph, g.H);
-    for (int q = cols.first; q <= cols.last; ++q) {
-      const WindowSpan s_span = window_span(q, g.kw, g.sw, g.pw, g.W);
-      const int count = (r_span.end - r_span.begin) * (s_span.end - s_span.begin);
-      sum += dyp[p * g.Q + q] / static_cast<float>(count);
-    }
-  }
-  return sum;
+  return gather_windows(h, w, g, AvgPoolTerm{dyp, g});
 }
 
 // --- batch normalization, one channel's statistics and one element (moments.h sums them) ---
