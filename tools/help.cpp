@@ -109,6 +109,12 @@ struct Flag {
   std::string list;
   std::vector<std::string> commands;  // whose help lists it, and which take it
   Setter set;                         // what it does to the request
+
+  std::string word() const { return name.substr(0, name.find(' ')); }  // "--epochs"
+  bool takes_value() const { return name.find(' ') != std::string::npos; }
+  bool of(const std::string& command) const {
+    return std::find(commands.begin(), commands.end(), command) != commands.end();
+  }
 };
 
 const std::vector<std::string> kEvery = {"train",   "bench",         "devices", "eval",
@@ -438,8 +444,7 @@ std::string command_help(const std::string& command) {
   if (!c->about.empty()) s += "\n" + c->about;
   std::vector<const Flag*> flags;
   for (const Flag& f : kFlags)
-    if (std::find(f.commands.begin(), f.commands.end(), command) != f.commands.end())
-      flags.push_back(&f);
+    if (f.of(command)) flags.push_back(&f);
   // Aligned as in the general help, where bench's own flags (--batch-sizes LIST) take 20.
   s += "\nflags:\n" + flag_rows(flags, command == "bench" ? 20 : 19);
   for (const std::string* note : c->notes) s += "\n" + *note;
@@ -450,8 +455,7 @@ std::vector<std::string> commands_of_flag(const std::string& flag) {
   std::vector<std::string> out;
   for (const Command& c : kCommands)
     for (const Flag& f : kFlags)
-      if (f.name.substr(0, f.name.find(' ')) == flag &&
-          std::find(f.commands.begin(), f.commands.end(), c.name) != f.commands.end()) {
+      if (f.word() == flag && f.of(c.name)) {
         out.push_back(c.name);
         break;
       }
@@ -461,17 +465,14 @@ std::vector<std::string> commands_of_flag(const std::string& flag) {
 std::vector<std::string> flag_names() {
   std::vector<std::string> out;
   for (const Flag& f : kFlags)
-    if (const std::string name = f.name.substr(0, f.name.find(' '));
-        std::find(out.begin(), out.end(), name) == out.end())
+    if (const std::string name = f.word(); std::find(out.begin(), out.end(), name) == out.end())
       out.push_back(name);
   return out;
 }
 
 std::optional<FlagUse> flag_use(const std::string& flag, const std::string& command) {
   for (const Flag& f : kFlags)
-    if (f.name.substr(0, f.name.find(' ')) == flag &&
-        std::find(f.commands.begin(), f.commands.end(), command) != f.commands.end())
-      return FlagUse{f.name.find(' ') != std::string::npos, f.set};
+    if (f.word() == flag && f.of(command)) return FlagUse{f.takes_value(), f.set};
   return std::nullopt;
 }
 

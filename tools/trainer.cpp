@@ -43,12 +43,16 @@ std::string command_list(const std::vector<std::string>& commands) {
   return out;
 }
 
+// The flag an argument names: its long form for the short ones (-c, -q).
+std::string long_form(const std::string& a) {
+  return a == "-c" ? "--config" : a == "-q" ? "--quiet" : a;
+}
+
 // A flag of other commands only says whose it is: a command takes the flags its help lists, and
 // no other (they would be ignored, and the user think them used).
 void check_flag_of(const std::string& a, const std::string& command) {
   if (!a.starts_with("-") || a == "--help" || a == "-h" || a == "--version") return;
-  const std::string flag = a == "-c" ? "--config" : a == "-q" ? "--quiet" : a;
-  const std::vector<std::string> owners = tandem::commands_of_flag(flag);
+  const std::vector<std::string> owners = tandem::commands_of_flag(long_form(a));
   if (owners.empty() || std::find(owners.begin(), owners.end(), command) != owners.end()) return;
   throw tandem::UsageError(a + " is not a flag of " + command_list({command}),
                            "it belongs to " + command_list(owners) + "; see " + help_of(command) +
@@ -117,11 +121,11 @@ int run(int argc, char** argv) {
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     check_flag_of(a, command);
+    const std::string flag = long_form(a);
     auto value = [&]() -> std::string {
       // "--epochs --quiet": the flag's value is missing, not the word "--quiet".
       if (i + 1 >= args.size() || args[i + 1].starts_with("--"))
         throw tandem::UsageError(a + " needs a value", "see " + help_of(command));
-      const std::string flag = a == "-c" ? "--config" : a;
       const std::string& v = args[++i];
       // --checkpoint-dir "" from an unset shell variable: refused, not read as no flag.
       if (v.empty() && flag != "--device")  // --device names its accepted forms
@@ -144,7 +148,6 @@ int run(int argc, char** argv) {
       continue;
     }
     // Every other flag is set as the table --help prints says (tools/help.cpp).
-    const std::string flag = a == "-c" ? "--config" : a == "-q" ? "--quiet" : a;
     const std::optional<tandem::FlagUse> use = tandem::flag_use(flag, command);
     if (!use) throw unknown_argument(a, command);
     use->set(r, flag, use->takes_value ? value() : "");
