@@ -107,6 +107,12 @@ std::string replace_file(const std::string& path, const std::function<bool(FILE*
   return commit(tmp, path);
 }
 
+std::string replace_file_with(const std::string& path, const std::string& contents) {
+  return replace_file(path, [&](FILE* f) {
+    return std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+  });
+}
+
 std::string replace_file_by_name(const std::string& path,
                                  const std::function<bool(const std::string& tmp)>& produce) {
   std::string tmp, why;

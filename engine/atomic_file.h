@@ -20,6 +20,9 @@ namespace tandem {
 // ("writing failed (No space left on device)"), for the caller's own error.
 std::string replace_file(const std::string& path, const std::function<bool(FILE*)>& write);
 
+// The same for a file whose whole contents are at hand.
+std::string replace_file_with(const std::string& path, const std::string& contents);
+
 // The same for a writer that opens its own file by name (PLplot): `produce(tmp)` writes the
 // temporary's path and returns false when it failed; an empty file counts as a failure.
 std::string replace_file_by_name(const std::string& path,

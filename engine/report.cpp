@@ -124,9 +124,7 @@ void MetricsWriter::open() {
     start += "\n";
   }
   for (const EpochStats& e : earlier_) start += line_text(e);
-  const std::string failed = replace_file(path_, [&](FILE* f) {
-    return std::fwrite(start.data(), 1, start.size(), f) == start.size();
-  });
+  const std::string failed = replace_file_with(path_, start);
   if (!failed.empty())
     throw UsageError("cannot write the metrics file '" + path_ + "': " + failed,
                      "check that its folder exists and is writable");
@@ -151,9 +149,7 @@ void MetricsWriter::write_step(const LoggedStep& f) {
     const std::string path = path_.substr(0, path_.size() - 4) + ".steps.csv";
     const std::string header =
         "device,step,epoch,loss,accuracy,learning_rate,images_per_second,grad_norm\n";
-    const std::string failed = replace_file(path, [&](FILE* f) {
-      return std::fwrite(header.data(), 1, header.size(), f) == header.size();
-    });
+    const std::string failed = replace_file_with(path, header);
     if (failed.empty()) steps_out_.open(path, std::ios::app);
     if (!failed.empty() || !steps_out_)
       throw UsageError(

@@ -378,8 +378,7 @@ void check_output_path(const RunRequest& r) {
 // Writes the model whole or not at all (replace_file): a failed write leaves no half-written
 // model, and an old file stays whole until the new one is complete.
 void write_file(const std::string& path, const std::string& bytes) {
-  const std::string failed = replace_file(
-      path, [&](FILE* f) { return std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size(); });
+  const std::string failed = replace_file_with(path, bytes);
   if (!failed.empty())
     throw UsageError("cannot write '" + path + "': " + failed,
                      "check that the folder is writable and the disk is not full");

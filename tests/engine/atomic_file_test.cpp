@@ -44,6 +44,9 @@ TEST(AtomicFile, ReplacesTheFileWholeAndLeavesNoTemporary) {
   ASSERT_EQ(replace_file(path, [](FILE* f) { return put(f, "second, longer"); }), "");
   EXPECT_EQ(read(path), "second, longer");
   EXPECT_EQ(d.entries(), 1);
+  ASSERT_EQ(replace_file_with(path, "third"), "");
+  EXPECT_EQ(read(path), "third");
+  EXPECT_EQ(d.entries(), 1);
 }
 
 TEST(AtomicFile, AFailedWriteKeepsTheOldFileAndRemovesTheTemporary) {
