@@ -339,7 +339,8 @@ std::string CudaBackend::conv_placement(const char* pass, const ConvEntry& e, co
           : options_.tf32   ? ", TF32"
                             : ", FP32") +
          (options_.deterministic ? ", deterministic" : "") +
-         (c.at > 0 ? ", candidate " + std::to_string(c.at + 1) + " (cuDNN refused the first)" : "");
+         (c.at > 0 ? ", candidate " + std::to_string(c.at + 1) + " (cuDNN refused those before it)"
+                   : "");
 }
 
 namespace {
@@ -354,18 +355,26 @@ std::string fp32_note(const ConvEntry* low) {
              : "";
 }
 
+// The form `pass` of the convolution (x, w, y) computes in: the tensors' (f), or fp32 once that
+// pass of the 16-bit shape has run out of algorithms, *low then being the 16-bit entry.
+ConvForm pass_form(CudaBackend& be, ConvForm f, const Tensor& x, const Tensor& w, const Tensor& y,
+                   const Conv2dParams& p, ConvPass ConvEntry::*pass, const ConvEntry** low) {
+  *low = nullptr;
+  if (!is_16bit(f.dtype)) return f;
+  ConvEntry& e16 = be.conv_entry(x, w, y, p, f.dtype);
+  if (!(e16.*pass).fp32) return f;
+  *low = &e16;
+  return kFp32Form;
+}
+
 }  // namespace
 
 // x (N,C,H,W), w (K,C,R,S), b (K) or null -> y (N,K,P,Q).
 void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* b,
                                  const Conv2dParams& p) {
   if (b) expect_numel(*b, w.dim(0), "conv2d bias");
-  ConvForm f = conv_form(x, y);
   const ConvEntry* low = nullptr;  // the 16-bit entry, when this pass computes in fp32
-  if (is_16bit(f.dtype)) {
-    ConvEntry& e16 = conv_entry(x, w, y, p, f.dtype);
-    if (e16.fwd.fp32) low = &e16, f = kFp32Form;
-  }
+  const ConvForm f = pass_form(*this, conv_form(x, y), x, w, y, p, &ConvEntry::fwd, &low);
   ConvEntry& e = conv_entry(x, w, y, p, f.dtype);
   // In fp32 (every tensor fp32 plain) each stand-in is its tensor: no copy.
   StandIn sx(*this, x, f.dtype, f.layout, true, false),
@@ -395,12 +404,8 @@ void CudaBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, co
 // dx (N,C,H,W) from dy (N,K,P,Q) and w (K,C,R,S).
 void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor& w,
                                        const Conv2dParams& p) {
-  ConvForm f = conv_form(dy, dx);
-  const ConvEntry* low = nullptr;
-  if (is_16bit(f.dtype)) {
-    ConvEntry& e16 = conv_entry(dx, w, dy, p, f.dtype);
-    if (e16.bwd_data.fp32) low = &e16, f = kFp32Form;
-  }
+  const ConvEntry* low = nullptr;  // the 16-bit entry, when this pass computes in fp32
+  const ConvForm f = pass_form(*this, conv_form(dy, dx), dx, w, dy, p, &ConvEntry::bwd_data, &low);
   ConvEntry& e = conv_entry(dx, w, dy, p, f.dtype);
   StandIn sdy(*this, dy, f.dtype, f.layout, true, false),
       sw(*this, w, f.dtype, f.layout, true, false), sdx(*this, dx, f.dtype, f.layout, false, true);
@@ -432,12 +437,8 @@ void CudaBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tenso
 // candidates are tried first, since they round each weight once (conv_candidate_order).
 void CudaBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tensor& x,
                                          const Conv2dParams& p) {
-  ConvForm f = conv_form(dy, x);
-  const ConvEntry* low = nullptr;
-  if (is_16bit(f.dtype)) {
-    ConvEntry& e16 = conv_entry(x, dw, dy, p, f.dtype);
-    if (e16.bwd_filter.fp32) low = &e16, f = kFp32Form;
-  }
+  const ConvEntry* low = nullptr;  // the 16-bit entry, when this pass computes in fp32
+  const ConvForm f = pass_form(*this, conv_form(dy, x), x, dw, dy, p, &ConvEntry::bwd_filter, &low);
   ConvEntry& e = conv_entry(x, dw, dy, p, f.dtype);
   StandIn sx(*this, x, f.dtype, f.layout, true, false),
       sdy(*this, dy, f.dtype, f.layout, true, false),

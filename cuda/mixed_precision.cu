@@ -49,6 +49,7 @@ __device__ __forceinline__ fp16 from_float<fp16>(float v) {
 // --- copy: element i of the logical order, from where src keeps it to where dst keeps it ---
 
 // One side's memory order: element i at i (plain), or at its channels-last offset.
+using kernel::element_offset;
 using kernel::Order;
 
 Order order_of(const Tensor& t) {
@@ -57,21 +58,19 @@ Order order_of(const Tensor& t) {
   return {true, t.dim(1), t.dim(2) * t.dim(3)};
 }
 
-__device__ __forceinline__ int64_t offset(int64_t i, const Order& o, int64_t n) {
-  return kernel::element_offset(i, o, n);
-}
-
 // A flatten is the plain case of this: a channels-last (N,C,H,W) into a plain (N, C*H*W) reads
 // src's element i (logical NCHW order) into dst's element i.
 template <typename S, typename D>
 __global__ void convert_kernel(D* dst, const S* src, int64_t n, Order so, Order dst_order) {
-  GRID_STRIDE(i, n) dst[offset(i, dst_order, n)] = from_float<D>(to_float(src[offset(i, so, n)]));
+  GRID_STRIDE(i, n) {
+    dst[element_offset(i, dst_order, n)] = from_float<D>(to_float(src[element_offset(i, so, n)]));
+  }
 }
 
 // One dtype into another memory order: the bits move as they are (int32 too).
 template <typename Bits>
 __global__ void permute_kernel(Bits* dst, const Bits* src, int64_t n, Order so, Order dst_order) {
-  GRID_STRIDE(i, n) dst[offset(i, dst_order, n)] = src[offset(i, so, n)];
+  GRID_STRIDE(i, n) dst[element_offset(i, dst_order, n)] = src[element_offset(i, so, n)];
 }
 
 template <typename S, typename D>
@@ -168,11 +167,10 @@ __global__ void bias_add_kernel(T* y, const float* b, int64_t n, int64_t c, int6
 template <typename T>
 struct BiasValue {
   const T* dy;
-  int64_t c, inner, numel;
-  bool channels_last;
+  Order order;  // dy's (a channels-last one's H * W is the inner extent)
+  int64_t numel;
   __device__ float2 operator()(int64_t idx, int64_t) const {
-    const int64_t at = channels_last ? channels_last_offset(idx, c, inner, numel) : idx;
-    return make_float2(to_float(dy[at]), 0.f);
+    return make_float2(to_float(dy[element_offset(idx, order, numel)]), 0.f);
   }
 };
 struct BiasFinish {
@@ -321,8 +319,7 @@ bool bias_backward(CudaBackend& b, Tensor& db, const Tensor& dy) {
   const int64_t inner = n * c == 0 ? 0 : dy.numel() / (n * c);
   by_type(dy.dtype(), [&](auto v) {
     using T = decltype(v);
-    const BiasValue<T> value{static_cast<const T*>(dy.raw()), c, inner, dy.numel(),
-                             dy.layout() == Layout::kChannelsLast};
+    const BiasValue<T> value{static_cast<const T*>(dy.raw()), order_of(dy), dy.numel()};
     channel_sums(b, n, c, inner, value, BiasFinish{db.data()});
   });
   return true;
