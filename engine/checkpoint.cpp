@@ -294,8 +294,13 @@ std::vector<EpochStats> history_of(const std::string& text, const std::string& p
             epoch_figures().begin(), epoch_figures().end(),
             [&](const EpochFigure& f) { return (f.outputs & kHistory) && names[k] == f.name; });
         if (f == epoch_figures().end()) continue;  // a later version's column
+        // An empty cell: the epoch had no such pass (a validation or test split).
         const bool val = f->when == EpochFigure::kWithValidation;
-        if (cell.empty() && val) continue;
+        const bool test = f->when == EpochFigure::kWithTest;
+        if (cell.empty() && (val || test)) {
+          if (test) e.has_test = false;
+          continue;
+        }
         if (val) e.has_val = true;
         if (f->real ? std::from_chars(cell.data(), end, e.*f->real).ptr != end
                     : std::from_chars(cell.data(), end, e.*f->count).ptr != end)

@@ -12,6 +12,9 @@ struct EpochStats {
   std::string device;
   int64_t epoch = 0;  // 1-based
   double train_loss = 0, train_accuracy = 0;
+  // The test split's figures; has_test false: the run had no test split (their place in the
+  // files stays empty).
+  bool has_test = true;
   double test_loss = 0, test_accuracy = 0;
   double seconds = 0;            // training time of the epoch (without evaluation)
   double images_per_second = 0;  // training throughput

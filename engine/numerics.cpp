@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/config.h"
 #include "engine/trainer.h"
 
 namespace tandem {
@@ -84,6 +85,35 @@ std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id) {
   if (between_passes) check_loss();  // a model whose backward ran no layer
   if (found.empty()) return "run again, the step gave finite values throughout";
   return "first non-finite value: " + found;
+}
+
+// A tenth of 1e6 would diverge too: the rate to try is no more than the optimizer's usual one.
+NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause) {
+  // Normalised pixels are finite unless data.normalize makes them not: a smaller rate won't help.
+  if (cause.find(kNonfiniteInput) != std::string::npos)
+    return NumericsError(std::move(cause),
+                         "give data.normalize a finite mean and a std well above 0 for each "
+                         "channel (or 'normalize: auto'), then run again");
+  const bool sgd = opt.type == "sgd";
+  const double usual = !sgd ? 0.001 : opt.momentum > 0 ? 0.01 : 0.1;
+  const double next = std::min(opt.lr / 10, usual);
+  const std::string range =
+      opt.lr / 10 > usual
+          ? fmt::format(
+                ", usual for {}{}", opt.type,
+                sgd && opt.momentum > 0 ? fmt::format(" with momentum {:g}", opt.momentum) : "")
+          : "";
+  return NumericsError(
+      std::move(cause),
+      lr == opt.lr
+          ? fmt::format("lower the learning rate (it was {:g}; try --lr {:g}{})", lr, next, range)
+          : fmt::format("lower the learning rate (the schedule had made it {:g} from --lr "
+                        "{:g}; try --lr {:g}{} or a gentler schedule)",
+                        lr, opt.lr, next, range));
+}
+
+std::string loss_text(double l) {
+  return std::isnan(l) ? "NaN" : std::isinf(l) ? "infinite" : fmt::format("{:.5g}", l);
 }
 
 }  // namespace tandem

@@ -5,7 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/error.h"
+
 namespace tandem {
+
+struct OptimizerConfig;
 
 class Backend;
 class Graph;
@@ -28,5 +32,13 @@ std::string locate_nonfinite(TrainStep& step, int64_t n, uint64_t step_id);
 // How locate_nonfinite's phrase starts when the input batch itself holds the value: the data or
 // its normalisation is at fault, not the learning rate.
 inline constexpr const char* kNonfiniteInput = "the input batch holds";
+
+// The error of a non-finite step that stops the run: its cause, and what to try: a tenth of the
+// learning rate `lr` the step had (and no more than the optimizer's usual one), or a finite
+// data.normalize where the input itself was not finite.
+NumericsError nonfinite_error(const OptimizerConfig& opt, double lr, std::string cause);
+
+// A loss in a message: "NaN", "infinite" or "2.3026".
+std::string loss_text(double loss);
 
 }  // namespace tandem

@@ -1,12 +1,10 @@
 // What a run decides from its own figures: a loss that diverges (stop), a metric that stopped
-// improving (train.early_stopping: stop; schedule plateau: a smaller learning rate).
+// improving (train.early_stopping: stop; schedule plateau: a smaller learning rate). The
+// callbacks that act on them: engine/callbacks/.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
 #include <string>
-#include <vector>
 
 #include "engine/config.h"
 #include "engine/epoch_metric.h"
@@ -58,47 +56,5 @@ std::string metric_text(const EpochMetric& metric, double value);
 // The metric early stopping and the plateau schedule watch when the config names none:
 // val_loss with a validation split, else train_loss (the test split is not for choosing).
 std::string default_watched_metric(const Config& config);
-
-// Early stopping and the plateau schedule of one run. A resumed run replays the epochs before
-// the resume, so that it decides as the uninterrupted run would have.
-class RunControl {
- public:
-  explicit RunControl(const TrainConfig& train);
-  void replay(const std::vector<EpochStats>& earlier);
-  // The plateau schedule's factor on the learning rate (1 for other schedules).
-  double lr_scale() const { return scale_; }
-  // After an epoch: the lines to print (a learning-rate cut, the stop) and whether to stop.
-  struct Decision {
-    bool stop = false;
-    std::vector<std::string> messages;
-  };
-  Decision after_epoch(const EpochStats& e, double base_lr);
-
- private:
-  const TrainConfig& train_;
-  std::vector<MetricWatch> early_, plateau_;  // zero or one each
-  double scale_ = 1;
-};
-
-// --log-every N: the means of every N steps' figures, passed on as one LoggedStep.
-class StepLog {
- public:
-  explicit StepLog(std::string device);
-  // One step: its loss and correct count over its n samples (skipped: a step left out, which
-  // counts for the step number only). Calls on_log after every `every`-th step of the run.
-  void add(int64_t every, const std::function<void(const LoggedStep&)>& on_log, double loss,
-           double correct, int64_t n, double lr, double epoch_position, uint64_t step, bool skipped,
-           double grad_norm = -1, double loss_scale = 0);
-  // An epoch starts: the images/s of the next logged step leave out the evaluation before it.
-  void new_epoch();
-
- private:
-  std::string device_;
-  double loss_sum_ = 0, correct_ = 0;
-  int64_t samples_ = 0, timed_samples_ = 0;
-  double norm_sum_ = 0;
-  int64_t norms_ = 0;
-  std::chrono::steady_clock::time_point since_;
-};
 
 }  // namespace tandem

@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/batch_queue.h"
 #include "engine/batch_source.h"
+#include "engine/callback.h"
 #include "engine/communicator.h"
 #include "engine/config.h"
 #include "engine/epoch_stats.h"
@@ -32,38 +33,25 @@ struct LayerProfile {
 
 class TrainStep;
 
-// Where a run stands: epochs completed, batches done of the next one, steps done.
-struct TrainPosition {
-  int64_t epoch = 0, batch = 0;
-  uint64_t step = 0;
-  bool stopping = false;  // on_checkpoint: the run stops here (TrainOptions::stop)
-  bool last = false;      // on_checkpoint: early stopping ends the run after this epoch
-  // A loss-scaled run's dynamic loss scale and applied steps since it last changed
-  // (engine/loss_scaling.h): where it stands, or where a resumed run starts (0: the initial
-  // scale). 0 in a run without loss scaling.
-  double loss_scale = 0;
-  int64_t good_steps = 0;
-};
-
 struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
   int verbose = 1;                   // with progress: 1 the bar, 2 one line per epoch
   int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
-  std::function<void(const EpochStats&)> on_epoch;  // after each epoch (metrics, summaries)
-  // Every `log_every` steps (0: never), the means over those steps (--log-every).
+  // Every `log_every` steps (0: never), the means over those steps reach the callbacks
+  // (Callback::logged; --log-every).
   int64_t log_every = 0;
-  std::function<void(const LoggedStep&)> on_log;
+  // The run's outputs (metrics file, TensorBoard, checkpoints, plot, ...), which see every event
+  // after the progress line and before the controls (engine/callback.h).
+  std::vector<std::shared_ptr<Callback>> callbacks;
   // When set, the first step traces what ran each layer and passes it here (--log-placement).
   std::function<void(const std::vector<LayerProfile>&)> on_placement;
-  // Resuming: the run starts at `start`; on_start restores the weights and optimizer state first.
+  // Resuming: the run starts at `start` (a callback's run_start restores the weights and the
+  // optimizer state first).
   TrainPosition start;
-  std::function<void(TrainStep&)> on_start;
   // The epochs before the resume (the checkpoint's history): early stopping and the plateau
   // schedule replay them, to decide as the uninterrupted run would.
   std::vector<EpochStats> earlier;
-  // After each epoch, and where `stop` ended the run mid-epoch: the place to write a checkpoint.
-  std::function<void(TrainStep&, const TrainPosition&)> on_checkpoint;
   // Asked after each step; true: stop there (Ctrl-C).
   std::function<bool()> stop;
   // Background threads that cut the next batches while the device computes (data.workers).
@@ -167,7 +155,10 @@ class TrainStep {
   Tensor next_input_, next_labels_;     // upload_next's buffers
 };
 
-// Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each.
+// Trains for config.train.epochs epochs; evaluates on `test` (may be null) after each. Raises the
+// events of engine/callback.h to the run's callbacks: the divergence stop, the step log
+// (options.log_every), the progress line (options.progress), the data-parallel report, then
+// options.callbacks, then early stopping and the plateau schedule where the config asks for them.
 // Throws NumericsError when the loss stops being finite (on_nan: stop), or after
 // several non-finite steps in a row that were skipped (on_nan: skip_step).
 TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backend,

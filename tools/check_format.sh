@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The C++ and CUDA sources changed since a base commit must be as clang-format (.clang-format:
-# Google style, 100 columns) writes them. The base is .ci/format-base's commit (where the check
-# began: files untouched since keep their layout until they are next changed), or the first
-# argument.
+# The C++ and CUDA sources changed since a base commit (committed, staged or not, or new) must
+# be as clang-format (.clang-format: Google style, 100 columns) writes them. The base is
+# .ci/format-base's commit (where the check began: files untouched since keep their layout until
+# they are next changed), or the first argument.
 #   bash tools/check_format.sh            check
 #   bash tools/check_format.sh --fix      rewrite those files in place
 set -euo pipefail
@@ -20,6 +20,7 @@ if ! git cat-file -e "$base^{commit}" 2>/dev/null; then
 fi
 mapfile -t files < <(git diff --name-only --diff-filter=AMR "$base" HEAD -- \
                        '*.cpp' '*.h' '*.cu' '*.cuh'; git diff --name-only --diff-filter=AMR -- \
+                       '*.cpp' '*.h' '*.cu' '*.cuh'; git ls-files --others --exclude-standard -- \
                        '*.cpp' '*.h' '*.cu' '*.cuh')
 mapfile -t files < <(printf '%s\n' "${files[@]}" | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 if [ ${#files[@]} -eq 0 ]; then

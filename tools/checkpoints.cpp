@@ -23,6 +23,7 @@
 #include "engine/loss_scaling.h"
 #include "engine/progress.h"
 #include "engine/run_control.h"
+#include "tools/stop_signal.h"
 
 namespace tandem {
 namespace fs = std::filesystem;
@@ -38,7 +39,7 @@ std::string file_text(const std::string& path) {
 
 RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_label,
                                bool per_device_folder, bool quiet,
-                               std::vector<std::string> class_names)
+                               std::vector<std::string> class_names, bool writes)
     : cfg_(config.train.checkpoint),
       device_(device_label),
       config_text_(file_text(config.file)),
@@ -49,7 +50,8 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       std_(config.data.std),
       batch_size_(config.train.batch_size),
       class_names_(std::move(class_names)),
-      quiet_(quiet) {
+      quiet_(quiet),
+      writes_(writes) {
   // Early stopping keeps the best epoch of the metric it watches, unless told another.
   if (cfg_.best.empty() && !cfg_.dir.empty() && config.train.early_stopping.enabled())
     cfg_.best = config.train.early_stopping.metric;
@@ -75,6 +77,11 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
 }
 
 void RunCheckpoints::epoch_done(const EpochStats& e) { history_.push_back(e); }
+
+void RunCheckpoints::checkpoint(const Checkpoint& c) {
+  QuitDeferral writing;
+  if (writes_) write(c.step, c.at, c.at.stopping);
+}
 
 void RunCheckpoints::resumed(const CheckpointMeta& meta) {
   for (const EpochStats& e : meta.history)
@@ -205,8 +212,7 @@ void prune_checkpoints(const std::string& dir, int64_t keep) {
       files.emplace_back(e.last_write_time(ec), e.path());
   }
   std::sort(files.begin(), files.end(), std::greater<>());  // newest first
-  for (size_t i = static_cast<size_t>(keep); i < files.size(); ++i)
-    fs::remove(files[i].second, ec);
+  for (size_t i = static_cast<size_t>(keep); i < files.size(); ++i) fs::remove(files[i].second, ec);
 }
 
 void check_same_model(const std::string& file, const CheckpointMeta& meta, const Config& config,
@@ -267,8 +273,8 @@ void check_position(const std::string& file, const CheckpointMeta& meta,
     refuse("loss_scale", fmt::format("is {}, beyond an fp32 number", meta.loss_scale));
   const GateParams rules = loss_scaling_gate();
   if (meta.good_steps < 0 || meta.good_steps >= rules.growth_interval)
-    refuse("good_steps", fmt::format("is {}, outside 0 to {}", meta.good_steps,
-                                     rules.growth_interval - 1));
+    refuse("good_steps",
+           fmt::format("is {}, outside 0 to {}", meta.good_steps, rules.growth_interval - 1));
 }
 
 CheckpointMeta resume_from(const std::string& path, const Config& config, TrainOptions& options,
@@ -318,9 +324,10 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
   options.start = {meta.epoch, meta.batch, meta.step};
   options.start.loss_scale = meta.loss_scale;  // fp16's, so that it goes on where it stood
   options.start.good_steps = meta.good_steps;
-  options.on_start = [file, meta](TrainStep& step) {
+  auto restore = std::make_shared<LambdaCallback>();
+  restore->on_run_start = [file, meta](const RunStart& e) {
     // Another run may have written a new file under this name since it was checked.
-    const CheckpointMeta now = restore_checkpoint(file, step.graph(), step.optimizer());
+    const CheckpointMeta now = restore_checkpoint(file, e.step.graph(), e.step.optimizer());
     if (now.epoch != meta.epoch || now.batch != meta.batch || now.step != meta.step ||
         now.seed != meta.seed)
       throw CheckpointError(
@@ -329,6 +336,7 @@ CheckpointMeta resume_from(const std::string& path, const Config& config, TrainO
                       file, meta.step, now.step),
           "give each run its own --checkpoint-dir, then --resume again");
   };
+  options.callbacks.push_back(restore);
   if (!quiet) {
     fmt::print("Resume {} (written on {}, {}): epoch {}, step {}{}\n", file, meta.device,
                meta.precision, meta.epoch + 1, meta.step,

@@ -14,15 +14,20 @@ namespace tandem {
 // DIR/best.safetensors when the epoch's `best` metric improved (never pruned); on a
 // stop (Ctrl-C) writes where the run stands, into DIR or runs/<config name>/ when no DIR is set.
 // In a run over several devices each device writes to its own sub-folder (DIR/cpu-2, DIR/gpu).
-class RunCheckpoints {
+// As a run's callback it takes every epoch's figures and writes at every checkpoint event; in a
+// data-parallel run only the process that `writes` (rank 0) writes files.
+class RunCheckpoints : public Callback {
  public:
   RunCheckpoints(const Config& config, const std::string& device_label, bool per_device_folder,
-                 bool quiet, std::vector<std::string> class_names);
-  // TrainOptions::on_checkpoint; `stopping` says the run ends here (a signal).
+                 bool quiet, std::vector<std::string> class_names, bool writes = true);
+  // Writes what is due at `at`; `stopping` says the run ends here (a signal).
   void write(TrainStep& step, const TrainPosition& at, bool stopping);
-  // TrainOptions::on_epoch: the figures that choose DIR/best.safetensors (train.checkpoint.best),
-  // and that the checkpoints carry as the run's history.
+  // The figures that choose DIR/best.safetensors (train.checkpoint.best), and that the
+  // checkpoints carry as the run's history.
   void epoch_done(const EpochStats& e);
+  void epoch_end(const EpochEnd& e) override { epoch_done(e.stats); }
+  // A second Ctrl-C during the write waits for the checkpoint to be whole.
+  void checkpoint(const Checkpoint& c) override;
   // --resume: the epochs before the resume, and the best of them (same metric only), from the
   // checkpoint resumed.
   void resumed(const CheckpointMeta& meta);
@@ -46,7 +51,7 @@ class RunCheckpoints {
   std::vector<float> mean_, std_;  // data.normalize as trained
   int64_t batch_size_;
   std::vector<std::string> class_names_;
-  bool quiet_;
+  bool quiet_, writes_;
   std::string last_path_;
   std::vector<EpochStats> history_;
   double best_ = 0;

@@ -5,13 +5,14 @@
 #include <fstream>
 #include <string>
 
+#include "engine/callback.h"
 #include "engine/epoch_stats.h"
 
 namespace tandem {
 
 // One run's event file, DIR/RUN/events.out.tfevents.TIME.HOST.PID: TFRecords (a length, its
 // masked CRC32C, an Event protobuf, its masked CRC32C), the first one naming the file version.
-class TensorBoardWriter {
+class TensorBoardWriter : public Callback {
  public:
   // Throws UsageError when the folder cannot be created or the build has no TensorBoard output.
   TensorBoardWriter(const std::string& dir, const std::string& run);
@@ -25,6 +26,9 @@ class TensorBoardWriter {
   // step/images_per_second, step/grad_norm where the run computes it, and step/loss_scale (and
   // epoch/loss_scale) where the run scales its loss (fp16).
   void step(const LoggedStep& s);
+  // As a run's callback: every epoch and every logged step.
+  void epoch_end(const EpochEnd& e) override { epoch(e.stats); }
+  void logged(const LoggedStep& s) override { step(s); }
   const std::string& path() const { return path_; }
 
  private:

@@ -20,6 +20,7 @@
 #include "datasets/dataset.h"
 #include "datasets/split.h"
 #include "engine/batch_source.h"
+#include "engine/callbacks/metrics_file.h"
 #include "engine/communicator.h"
 #include "engine/error.h"
 #include "engine/graph.h"
@@ -118,10 +119,8 @@ namespace {
 
 struct DeviceRun {
   DeviceSpec device;
-  std::string reason;               // why it did not run to the end; empty: it did
-  std::vector<EpochStats> earlier;  // a resumed run's epochs before the resume (the plot's)
+  std::string reason;  // why it did not run to the end; empty: it did
   TrainResult result;
-  std::vector<LoggedStep> steps = {};  // --log-every's logged steps (the plot's)
   bool ran() const { return reason.empty(); }
 };
 
@@ -220,30 +219,9 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
   for (const std::string& n : notes) fmt::print("  {}\n", n);
 }
 
-// The runs as the plot draws them; `live`, when set, is the run in progress (its epochs so far).
-std::vector<PlotRun> plot_runs(const std::vector<DeviceRun>& runs,
-                               const DeviceRun* live = nullptr) {
-  std::vector<const DeviceRun*> all;
-  for (const DeviceRun& d : runs) all.push_back(&d);
-  if (live) all.push_back(live);
-  std::vector<PlotRun> out;
-  for (const DeviceRun* r : all) {
-    PlotRun p;
-    p.label = r->device.label;
-    p.ran = !r->result.epochs.empty();
-    p.epochs = r->earlier;
-    p.epochs.insert(p.epochs.end(), r->result.epochs.begin(), r->result.epochs.end());
-    p.resumed_after = static_cast<int64_t>(r->earlier.size());
-    p.steps = r->steps;
-    out.push_back(std::move(p));
-  }
-  return out;
-}
-
-void plot_training(const std::string& path, const std::string& config_name,
-                   const std::vector<DeviceRun>& runs) {
-  draw_training_plot(path, config_name, plot_runs(runs));
-  fmt::print("plot written to {}\n", path);
+void plot_training(const TrainingPlot& plot) {
+  plot.draw();
+  fmt::print("plot written to {}\n", plot.path());
 }
 
 // Batch normalization of a flat input cannot train on a batch of one sample: said before training,
@@ -399,10 +377,13 @@ int run_train(const RunRequest& r) {
     std::fflush(stdout);
   }
   fmt::print("{}", skipped_report(data));
-  if (!r.plot_path.empty()) check_plot_path(r.plot_path);  // before the runs, not after
-  std::unique_ptr<MetricsWriter> metrics;
+  // The outputs of every run of the list (each run's own are made in its turn).
+  std::shared_ptr<TrainingPlot> plot;  // checks the path before the runs, not after them
+  if (!r.plot_path.empty()) plot = std::make_shared<TrainingPlot>(r.plot_path, config.name);
+  if (!lead) plot.reset();
+  std::shared_ptr<MetricsWriter> metrics;
   if (!r.metrics_path.empty() && lead)
-    metrics = std::make_unique<MetricsWriter>(r.metrics_path, val.size() > 0);
+    metrics = std::make_shared<MetricsWriter>(r.metrics_path, val.size() > 0);
 
   auto options_of = [&](const DeviceSpec& device) {
     BackendOptions o = backend_options(config, device);
@@ -414,8 +395,9 @@ int run_train(const RunRequest& r) {
       comm.size() > 1 ? std::vector<Started>(devices.size()) : start_gpus(devices, options_of);
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < devices.size(); ++k) {
-    DeviceRun run{devices[k], started[k].reason, {}, {}};
+    DeviceRun run{devices[k], started[k].reason, {}};
     if (run.device.precision.empty()) run.device.precision = config.precision;
+    if (plot) plot->start_run(run.device.label);
     if (!run.ran()) {
       runs.push_back(std::move(run));
       continue;
@@ -460,40 +442,24 @@ int run_train(const RunRequest& r) {
                                                        ? "auto, the cores the device leaves free"
                                                        : "set")},
                 " ", 7));
-      RunCheckpoints checkpoints(c, run.device.label, many, r.quiet, data.train.class_names);
-      if (r.resume.empty() && lead) checkpoints.warn_if_folder_in_use();
-      std::unique_ptr<TensorBoardWriter> board;
+      auto checkpoints = std::make_shared<RunCheckpoints>(c, run.device.label, many, r.quiet,
+                                                          data.train.class_names, lead);
+      if (r.resume.empty() && lead) checkpoints->warn_if_folder_in_use();
+      std::shared_ptr<TensorBoardWriter> board;
       if (!r.tensorboard.empty() && lead)
-        board = std::make_unique<TensorBoardWriter>(r.tensorboard, run.device.label);
+        board = std::make_shared<TensorBoardWriter>(r.tensorboard, run.device.label);
       options.log_every = r.log_every;
-      options.on_log = [&](const LoggedStep& f) {
-        run.steps.push_back(f);
-        if (metrics) metrics->write_step(f);
-        if (board) board->step(f);
-      };
-      options.on_epoch = [&](const EpochStats& e) {
-        if (metrics) metrics->write(e);
-        if (board) board->epoch(e);
-        checkpoints.epoch_done(e);
-        // Redrawn after every epoch: a long run can be watched, a stopped one keeps its picture.
-        if (!r.plot_path.empty() && lead) {
-          run.result.epochs.push_back(e);
-          draw_training_plot(r.plot_path, config.name, plot_runs(runs, &run));
-          run.result.epochs.pop_back();
-        }
-      };
       if (!r.resume.empty()) {
-        checkpoints.resumed(
+        checkpoints->resumed(
             resume_from(r.resume, c, options, r.quiet,
                         ShardedSource(train_src, comm.rank(), comm.size()).batches_per_epoch()));
-        run.earlier = checkpoints.history();
-        options.earlier = run.earlier;
-        if (metrics) metrics->continue_after(run.earlier);
+        options.earlier = checkpoints->history();
+        if (metrics) metrics->continue_after(options.earlier);
+        if (plot) plot->resumed(options.earlier);
       }
-      options.on_checkpoint = [&](TrainStep& s, const TrainPosition& at) {
-        QuitDeferral writing;  // a second Ctrl-C now waits for the checkpoint to be whole
-        if (lead) checkpoints.write(s, at, at.stopping);
-      };
+      const std::shared_ptr<Callback> outputs[] = {metrics, board, checkpoints, plot};
+      for (const std::shared_ptr<Callback>& output : outputs)
+        if (output) options.callbacks.push_back(output);
       options.stop = [&] { return stop.requested(); };
       if (r.log_placement)
         options.on_placement = [&](const std::vector<LayerProfile>& rows) {
@@ -503,9 +469,9 @@ int run_train(const RunRequest& r) {
       try {
         run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
       } catch (const NumericsError& e) {
-        if (checkpoints.last_path().empty()) throw;
+        if (checkpoints->last_path().empty()) throw;
         throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
-                                           checkpoints.last_path() +
+                                           checkpoints->last_path() +
                                            " (--resume it with that --lr)");
       }
       if (run.result.stopped) {
@@ -517,21 +483,18 @@ int run_train(const RunRequest& r) {
                    here ? stop.name() : "a signal to another process of the run",
                    format_count(static_cast<double>(run.result.step_losses.size() +
                                                     run.result.skipped_steps + options.start.step)),
-                   continue_command(r, config, run.device, checkpoints.last_path(),
-                                    many ? checkpoints.dir() : ""));
+                   continue_command(r, config, run.device, checkpoints->last_path(),
+                                    many ? checkpoints->dir() : ""));
         if (k + 1 < devices.size()) {
           std::vector<std::string> rest;
           for (size_t j = k + 1; j < devices.size(); ++j) rest.push_back(devices[j].label);
           fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
                      rest.size() == 1 ? "it" : "them");
         }
-        if (!r.plot_path.empty() && lead) {
-          runs.push_back(std::move(run));
-          plot_training(r.plot_path, config.name, runs);
-        }
+        if (plot) plot_training(*plot);
         return here ? stop.exit_status() : 128 + SIGTERM;
       }
-      if (run.result.early_stopped) fmt::print("{}\n", checkpoints.early_stop_note());
+      if (run.result.early_stopped) fmt::print("{}\n", checkpoints->early_stop_note());
       const EpochStats& last = run.result.epochs.back();
       fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
                  run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
@@ -562,7 +525,7 @@ int run_train(const RunRequest& r) {
   size_t ran = 0;
   for (const DeviceRun& run : runs) ran += run.ran();
   if (many) print_side_by_side(runs);
-  if (!r.plot_path.empty() && lead) plot_training(r.plot_path, config.name, runs);
+  if (plot) plot_training(*plot);
   return exit_status(ran, runs.size());
 }
 

@@ -73,4 +73,35 @@ void draw_training_plot(const std::string& path, const std::string& config_name,
   write_plot(path, {loss, acc, speed}, 1800, 500 + 30 * std::max(0, rows - 2));
 }
 
+TrainingPlot::TrainingPlot(std::string path, std::string config_name)
+    : path_(std::move(path)), config_name_(std::move(config_name)) {
+  check_plot_path(path_);
+}
+
+void TrainingPlot::start_run(const std::string& label) {
+  PlotRun r;
+  r.label = label;
+  r.ran = false;  // until its first epoch
+  runs_.push_back(std::move(r));
+}
+
+void TrainingPlot::resumed(std::vector<EpochStats> earlier) {
+  if (runs_.empty()) return;
+  runs_.back().resumed_after = static_cast<int64_t>(earlier.size());
+  runs_.back().epochs = std::move(earlier);
+}
+
+void TrainingPlot::epoch_end(const EpochEnd& e) {
+  if (runs_.empty()) return;
+  runs_.back().epochs.push_back(e.stats);
+  runs_.back().ran = true;
+  draw();
+}
+
+void TrainingPlot::logged(const LoggedStep& s) {
+  if (!runs_.empty()) runs_.back().steps.push_back(s);
+}
+
+void TrainingPlot::draw() const { draw_training_plot(path_, config_name_, runs_); }
+
 }  // namespace tandem

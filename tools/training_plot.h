@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/callback.h"
 #include "engine/epoch_stats.h"
 
 namespace tandem {
@@ -22,5 +23,28 @@ struct PlotRun {
 // Throws UsageError when it cannot be written.
 void draw_training_plot(const std::string& path, const std::string& config_name,
                         const std::vector<PlotRun>& runs);
+
+// The plot of a command's runs as a callback of each: the run under way gets every epoch and
+// logged step, and the plot is redrawn after every epoch, so that a long run can be watched and a
+// stopped one keeps its picture.
+class TrainingPlot : public Callback {
+ public:
+  // Checks the path at once (UsageError), before any run.
+  TrainingPlot(std::string path, std::string config_name);
+  // The next run of the list. A device that could not run gets one too, with no epochs: its
+  // legend says "not run".
+  void start_run(const std::string& label);
+  // The run under way was resumed: its epochs before the resume.
+  void resumed(std::vector<EpochStats> earlier);
+  void epoch_end(const EpochEnd& e) override;
+  void logged(const LoggedStep& s) override;
+  // Throws UsageError when it cannot be written.
+  void draw() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, config_name_;
+  std::vector<PlotRun> runs_;
+};
 
 }  // namespace tandem

@@ -508,9 +508,10 @@ TEST(DataParallel, AStopAskedOfOneProcessStopsThemAllAtTheSameStep) {
     options.comm = &comm;
     int asked = 0;
     options.stop = [&] { return rank == 1 && ++asked == 2; };  // a signal seen by one process
-    options.on_checkpoint = [&](TrainStep&, const TrainPosition& at) {
+    options.callbacks.push_back(on_checkpoint([&](const Checkpoint& c) {
+      const TrainPosition& at = c.at;
       saved[static_cast<size_t>(rank)] = at;
-    };
+    }));
     results[static_cast<size_t>(rank)] = half.train(options);
   });
   for (int r = 0; r < 2; ++r) {

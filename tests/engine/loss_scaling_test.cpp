@@ -117,9 +117,10 @@ ScaledRun scaled_run(bool scaling, double start_scale = 0, float std = 1.f,
   options.loss_scaling = scaling;
   options.start.loss_scale = start_scale;
   ScaledRun run;
-  options.on_checkpoint = [&](TrainStep&, const TrainPosition& at) {
+  options.callbacks.push_back(on_checkpoint([&](const Checkpoint& c) {
+    const TrainPosition& at = c.at;
     run.checkpoints.push_back(at);
-  };
+  }));
   run.result = train(config, graph, *loss, *backend, batches, nullptr, options);
   run.weights.resize(static_cast<size_t>(graph.packed_values().numel()));
   backend->download(run.weights.data(), graph.packed_values());
@@ -154,8 +155,8 @@ TEST(LossScalingRun, StartsFromTheScaleItIsGiven) {
 }
 
 // Inputs of about 1e30 make the first layer's weight gradients about 1e30 times the loss gradient:
-// at a scale of 2^40 they overflow fp32. GradScaler's course: each such step is skipped (no weight moves)
-// and halves the scale, until the gradients fit; then the steps apply and the scale stays.
+// at a scale of 2^40 they overflow fp32. GradScaler's course: each such step is skipped (no weight
+// moves) and halves the scale, until the gradients fit; then the steps apply and the scale stays.
 TEST(LossScalingRun, AnOverflowSkipsTheStepAndHalvesTheScaleUntilTheGradientsFit) {
   const double start = std::ldexp(1.0, 40);
   const ScaledRun run = scaled_run(true, start, 1e-30f, kPlainModel, 1e-36);

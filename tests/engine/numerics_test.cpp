@@ -242,7 +242,7 @@ TEST(OnNan, AStopMidEpochWritesNoCheckpointOfWeightsSpoiltBehindAFiniteLoss) {
   int steps = 0;
   options.stop = [&] { return ++steps == 6; };
   bool written = false;
-  options.on_checkpoint = [&](TrainStep&, const TrainPosition&) { written = true; };
+  options.callbacks.push_back(on_checkpoint([&](const Checkpoint&) { written = true; }));
   try {
     train_on(s, {5}, "stop", options, HUGE_VALF);  // the 6th step's batch
     FAIL() << "expected a NumericsError";
@@ -402,12 +402,14 @@ TEST(OnNan, ARunWithASkippedStepResumesBitForBit) {
   int steps = 0;
   TrainPosition at;
   stop.stop = [&] { return ++steps == 7; };  // mid-epoch, three steps after the skipped one
-  stop.on_checkpoint = [&](TrainStep& step, const TrainPosition& p) {
+  stop.callbacks.push_back(on_checkpoint([&](const Checkpoint& c) {
+    TrainStep& step = c.step;
+    const TrainPosition& p = c.at;
     CheckpointMeta meta;
     meta.epoch = p.epoch, meta.batch = p.batch, meta.step = p.step;
     save_checkpoint(path, step.graph(), step.optimizer(), meta);
     at = p;
-  };
+  }));
   TrainResult before;
   log_of([&] { before = train_on(first, {3}, "skip_step", stop); });
   ASSERT_TRUE(before.stopped);
@@ -416,9 +418,10 @@ TEST(OnNan, ARunWithASkippedStepResumesBitForBit) {
   adam(second);
   TrainOptions resume;
   resume.start = at;
-  resume.on_start = [&](TrainStep& step) {
+  resume.callbacks.push_back(on_run_start([&](const RunStart& e) {
+    TrainStep& step = e.step;
     restore_checkpoint(path, step.graph(), step.optimizer());
-  };
+  }));
   TrainResult after = train_on(second, {3}, "skip_step", resume);
   std::vector<double> joined = before.step_losses;
   joined.insert(joined.end(), after.step_losses.begin(), after.step_losses.end());

@@ -1,6 +1,4 @@
 // Metrics files: the CSV columns with and without a validation split, and JSON lines.
-#include "engine/report.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/callbacks/metrics_file.h"
 #include "engine/epoch_figures.h"
 #include "engine/json_text.h"
 

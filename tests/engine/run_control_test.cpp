@@ -1,5 +1,5 @@
-// Divergence, early stopping and the plateau schedule: what a run decides from its own figures,
-// and the config keys that ask for them.
+// Divergence and the metric watches: what a run decides from its own figures, and the config keys
+// that ask for early stopping and the plateau schedule (their callbacks: callbacks/).
 #include "engine/run_control.h"
 
 #include <gtest/gtest.h>
@@ -67,66 +67,6 @@ TEST(MetricWatch, HigherIsBetterForAccuracies) {
   EXPECT_FALSE(w.observe(e));
   e.epoch = 3, e.test_accuracy = 0.6;
   EXPECT_TRUE(w.observe(e));
-}
-
-TrainConfig controls(const std::string& train_yaml) {
-  Config c = parse_config(R"(name: t
-input: {shape: [4]}
-layers: [dense: {units: 2}]
-data: {format: synthetic, classes: 2, val_split: 0.25}
-train: )" + train_yaml + "\n",
-                          "t.yaml");
-  return c.train;
-}
-
-TEST(RunControl, EarlyStoppingStopsAfterPatienceEpochsWithoutImprovement) {
-  const TrainConfig t = controls("{epochs: 20, early_stopping: {metric: val_loss, patience: 2}}");
-  RunControl rc(t);
-  EXPECT_FALSE(rc.after_epoch(epoch(1, 1.0), 0.1).stop);
-  EXPECT_FALSE(rc.after_epoch(epoch(2, 0.9), 0.1).stop);
-  EXPECT_FALSE(rc.after_epoch(epoch(3, 0.95), 0.1).stop);
-  const RunControl::Decision d = rc.after_epoch(epoch(4, 0.91), 0.1);
-  EXPECT_TRUE(d.stop);
-  ASSERT_EQ(d.messages.size(), 1u);
-  EXPECT_EQ(d.messages[0],
-            "early stopping: val_loss has not improved by more than 0 for 2 epochs (best 0.9000 "
-            "at epoch 2); the run ends after epoch 4 of 20");
-}
-
-TEST(RunControl, PlateauCutsTheRateAfterPatienceEpochsAndWaitsAsLongAgain) {
-  const TrainConfig t =
-      controls("{epochs: 20, schedule: {type: plateau, factor: 0.5, patience: 2}}");
-  EXPECT_EQ(t.schedule.metric, "val_loss");  // with a validation split
-  RunControl rc(t);
-  rc.after_epoch(epoch(1, 1.0), 0.1);
-  rc.after_epoch(epoch(2, 1.1), 0.1);
-  EXPECT_EQ(rc.lr_scale(), 1);
-  const RunControl::Decision d = rc.after_epoch(epoch(3, 1.2), 0.1);
-  EXPECT_FALSE(d.stop);
-  EXPECT_EQ(rc.lr_scale(), 0.5);
-  ASSERT_EQ(d.messages.size(), 1u);
-  EXPECT_NE(d.messages[0].find("plateau: val_loss has not improved by more than 0 for 2 epochs "
-                               "(best 1.0000 at epoch 1): learning rate 0.1 -> 0.05"),
-            std::string::npos)
-      << d.messages[0];
-  rc.after_epoch(epoch(4, 1.2), 0.1);
-  EXPECT_EQ(rc.lr_scale(), 0.5);
-  rc.after_epoch(epoch(5, 1.2), 0.1);
-  EXPECT_EQ(rc.lr_scale(), 0.25);
-}
-
-TEST(RunControl, AResumedRunReplaysTheEpochsBeforeIt) {
-  const TrainConfig t =
-      controls("{epochs: 20, schedule: {type: plateau, factor: 0.5, patience: 1}}");
-  RunControl whole(t), resumed(t);
-  const std::vector<EpochStats> before = {epoch(1, 1.0), epoch(2, 1.1), epoch(3, 0.9)};
-  for (const EpochStats& e : before) whole.after_epoch(e, 0.1);
-  resumed.replay(before);
-  EXPECT_EQ(resumed.lr_scale(), whole.lr_scale());
-  EXPECT_EQ(resumed.lr_scale(), 0.5);
-  EXPECT_EQ(resumed.after_epoch(epoch(4, 0.95), 0.1).messages,
-            whole.after_epoch(epoch(4, 0.95), 0.1).messages);
-  EXPECT_EQ(resumed.lr_scale(), 0.25);
 }
 
 std::string config_error(const std::string& train_yaml, const std::string& data_extra = "") {

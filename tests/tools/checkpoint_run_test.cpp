@@ -102,7 +102,9 @@ TrainPosition stop_and_save(const std::string& path, uint64_t steps) {
   TrainOptions options;
   uint64_t done = 0;
   options.stop = [&] { return ++done == steps; };
-  options.on_checkpoint = [&](TrainStep& step, const TrainPosition& at) {
+  options.callbacks.push_back(on_checkpoint([&](const Checkpoint& c) {
+    TrainStep& step = c.step;
+    const TrainPosition& at = c.at;
     if (done != steps) return;
     CheckpointMeta meta;
     meta.epoch = at.epoch;
@@ -111,7 +113,7 @@ TrainPosition stop_and_save(const std::string& path, uint64_t steps) {
     meta.seed = run.config.train.seed;
     save_checkpoint(path, step.graph(), step.optimizer(), meta);
     saved = at;
-  };
+  }));
   TrainResult r = run.train(options);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.step_losses.size(), steps);
@@ -122,9 +124,10 @@ std::vector<double> resume(const std::string& path, const TrainPosition& at) {
   InProcessRun run(2);
   TrainOptions options;
   options.start = at;
-  options.on_start = [&](TrainStep& step) {
+  options.callbacks.push_back(on_run_start([&](const RunStart& e) {
+    TrainStep& step = e.step;
     restore_checkpoint(path, step.graph(), step.optimizer());
-  };
+  }));
   return run.train(options).step_losses;
 }
 
@@ -160,10 +163,11 @@ TEST(Resume, WithoutTheOptimizerStateDiverges) {
   InProcessRun run(2);
   TrainOptions options;
   options.start = at;
-  options.on_start = [&](TrainStep& step) {
+  options.callbacks.push_back(on_run_start([&](const RunStart& e) {
+    TrainStep& step = e.step;
     restore_checkpoint(path, step.graph(), step.optimizer());
     for (auto& [name, t] : step.optimizer().state()) run.backend->fill(t, 0.f);
-  };
+  }));
   const std::vector<double> rest = run.train(options).step_losses;
   EXPECT_NE(rest[1], whole[9]);
 }
