@@ -46,9 +46,10 @@ std::string failure(const std::string& what, int error) {
 
 // Creates this process's temporary beside `path`: its name in *tmp and an open descriptor, or -1
 // with *tmp cleared and *why set.
-int create_temporary(const std::string& path, std::string* tmp, std::string* why) {
+int create_temporary(const std::string& path, std::string* tmp, std::string* why,
+                     bool sweep = true) {
   const std::string folder = folder_of(path);
-  remove_stale_temporaries(folder);
+  if (sweep) remove_stale_temporaries(folder);
   *tmp = (fs::path(folder) / (temporary_prefix(fs::path(path).filename().string()) + "XXXXXX"))
              .string();
   const int fd = ::mkostemp(tmp->data(), O_CLOEXEC);
@@ -64,13 +65,15 @@ int create_temporary(const std::string& path, std::string* tmp, std::string* why
   return fd;
 }
 
-// Renames the complete, synced temporary over `path` and syncs the folder; on failure removes it.
-std::string commit(const std::string& tmp, const std::string& path) {
+// Renames the complete, synced temporary over `path` and syncs the folder (where `synced`); on
+// failure removes it.
+std::string commit(const std::string& tmp, const std::string& path, bool synced = true) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(tmp.c_str());
     return failure("renaming the temporary file failed", error);
   }
+  if (!synced) return "";
   // The rename itself lives in the folder: sync it too, so a power cut keeps the new name.
   if (int fd = ::open(folder_of(path).c_str(), O_RDONLY | O_DIRECTORY); fd >= 0) {
     ::fsync(fd);
@@ -81,9 +84,10 @@ std::string commit(const std::string& tmp, const std::string& path) {
 
 }  // namespace
 
-std::string replace_file(const std::string& path, const std::function<bool(FILE*)>& write) {
+std::string replace_file(const std::string& path, const std::function<bool(FILE*)>& write,
+                         bool synced) {
   std::string tmp, why;
-  const int fd = create_temporary(path, &tmp, &why);
+  const int fd = create_temporary(path, &tmp, &why, synced);
   if (fd < 0) return why;
   FILE* f = ::fdopen(fd, "wb");
   if (!f) {
@@ -94,7 +98,7 @@ std::string replace_file(const std::string& path, const std::function<bool(FILE*
   }
   errno = 0;
   bool ok = write(f);
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  ok = ok && std::fflush(f) == 0 && (!synced || ::fsync(fileno(f)) == 0);
   int error = errno;
   if (std::fclose(f) != 0) {
     if (ok) error = errno;
@@ -104,13 +108,16 @@ std::string replace_file(const std::string& path, const std::function<bool(FILE*
     std::remove(tmp.c_str());
     return failure("writing failed", error ? error : EIO);
   }
-  return commit(tmp, path);
+  return commit(tmp, path, synced);
 }
 
-std::string replace_file_with(const std::string& path, const std::string& contents) {
-  return replace_file(path, [&](FILE* f) {
-    return std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  });
+std::string replace_file_with(const std::string& path, const std::string& contents, bool synced) {
+  return replace_file(
+      path,
+      [&](FILE* f) {
+        return std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
+      },
+      synced);
 }
 
 std::string replace_file_by_name(const std::string& path,

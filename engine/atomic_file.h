@@ -1,6 +1,6 @@
 // Replacing a file whole, for every file tandem writes in one piece: checkpoints, ONNX models,
-// plots, the start of a metrics file. A reader, a crash, a full disk or another run writing the
-// same folder then meets the old file or the new one, never a part of either.
+// plots, the start of a metrics file, exported images. A reader, a crash, a full disk or another
+// run writing the same folder then meets the old file or the new one, never a part of either.
 #pragma once
 
 #include <cstddef>
@@ -18,10 +18,17 @@ namespace tandem {
 // removed and `path` is left as it was. Temporaries that dead writers on this host left in the
 // folder are removed first. Returns "" or what failed, with the system's reason
 // ("writing failed (No space left on device)"), for the caller's own error.
-std::string replace_file(const std::string& path, const std::function<bool(FILE*)>& write);
+//
+// synced false, for a writer of many files into a folder of its own (exported images): neither
+// the file nor the folder is synced, and the folder is not searched for dead writers'
+// temporaries each time (remove_stale_temporaries, once, is the caller's). A crash of the process
+// still leaves no part of a file under its name; a power cut may.
+std::string replace_file(const std::string& path, const std::function<bool(FILE*)>& write,
+                         bool synced = true);
 
 // The same for a file whose whole contents are at hand.
-std::string replace_file_with(const std::string& path, const std::string& contents);
+std::string replace_file_with(const std::string& path, const std::string& contents,
+                              bool synced = true);
 
 // The same for a writer that opens its own file by name (PLplot): `produce(tmp)` writes the
 // temporary's path and returns false when it failed; an empty file counts as a failure.

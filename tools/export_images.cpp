@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "datasets/dataset.h"
+#include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "tools/app.h"
 
@@ -57,8 +58,18 @@ int64_t write_split(const Dataset& d, const std::string& dir, int64_t limit) {
                       "check that the folder is writable and the disk is not full");
     const std::string path =
         (fs::path(dir) / folders[label] / fmt::format("{:0{}}.png", i, width)).string();
-    if (!stbi_write_png(path.c_str(), w, h, c, hwc.data(), w * c))
-      throw DataError("cannot write '" + path + "'",
+    // Encoded in memory, then written under a temporary name and renamed: a run stopped while
+    // exporting leaves no half-written image for a training run to read.
+    std::string png;
+    const auto append = [](void* to, void* data, int size) {
+      static_cast<std::string*>(to)->append(static_cast<const char*>(data),
+                                            static_cast<size_t>(size));
+    };
+    const std::string failed = stbi_write_png_to_func(append, &png, w, h, c, hwc.data(), w * c)
+                                   ? replace_file_with(path, png, /*synced=*/false)
+                                   : "encoding failed";
+    if (!failed.empty())
+      throw DataError("cannot write '" + path + "': " + failed,
                       "check that the folder is writable and the disk is not full");
     ++per_class[label];
     ++written;
@@ -108,9 +119,9 @@ int run_export_images(const RunRequest& r) {
     for (const char* split : {"train", "test"})
       if (!ec && fs::exists(tmp / split)) fs::rename(tmp / split, out / split, ec);
     if (ec)
-      throw UsageError("--out " + r.out_dir + ": cannot move the images into place (" +
-                           ec.message() + ")",
-                       "give --out a new folder");
+      throw UsageError(
+          "--out " + r.out_dir + ": cannot move the images into place (" + ec.message() + ")",
+          "give --out a new folder");
     fs::remove_all(tmp, ec);
   } catch (...) {
     fs::remove_all(tmp, ec);

@@ -1,5 +1,5 @@
-// Whole-file replacement (engine/atomic_file.h), which checkpoints, ONNX models, plots and
-// metrics files are written through: the old file or the new one, never a part, and no
+// Whole-file replacement (engine/atomic_file.h), which checkpoints, ONNX models, plots, metrics
+// files and exported images are written through: the old file or the new one, never a part, and no
 // temporary left behind, whatever the writer does.
 #include "engine/atomic_file.h"
 
@@ -46,6 +46,20 @@ TEST(AtomicFile, ReplacesTheFileWholeAndLeavesNoTemporary) {
   EXPECT_EQ(d.entries(), 1);
   ASSERT_EQ(replace_file_with(path, "third"), "");
   EXPECT_EQ(read(path), "third");
+  EXPECT_EQ(d.entries(), 1);
+}
+
+// Unsynced (exported images): the same file, the same clean-up, and a failed write the same.
+TEST(AtomicFile, UnsyncedReplacesAsWholeAndFailsAsCleanly) {
+  Folder d("atomic_unsynced");
+  const std::string path = d.file("00001.png");
+  ASSERT_EQ(replace_file_with(path, "old", false), "");
+  ASSERT_EQ(replace_file_with(path, "new image", false), "");
+  EXPECT_EQ(read(path), "new image");
+  const std::string why = replace_file(
+      path, [](FILE* f) { return put(f, "half") && false; }, false);
+  EXPECT_NE(why.find("writing failed"), std::string::npos) << why;
+  EXPECT_EQ(read(path), "new image");
   EXPECT_EQ(d.entries(), 1);
 }
 
