@@ -180,12 +180,25 @@ void parse_layers(Config& c, const YAML::Node& layers, const std::string& file) 
   if (c.layers.empty()) throw ConfigError(file + ": 'layers' is empty", "list at least one layer");
 }
 
-Config parse(const YAML::Node& root, const std::string& file) {
-  Config c;
-  c.file = file;
-  ConfigMap top(root, file, "");
-  c.name = top.get_string("name", fs::path(file).stem().string());
+// A count kept as an int: beyond one it would wrap (4294967298 classes to 2).
+int as_int(ConfigMap& m, const std::string& key, int64_t v, const std::string& hint) {
+  if (v > INT32_MAX)
+    m.fail(
+        key,
+        "expected at most " + std::to_string(INT32_MAX) + " " + key + ", got " + std::to_string(v),
+        hint);
+  return static_cast<int>(v);
+}
 
+// A seed is a uint64: a negative one would wrap (as --seed -1 is refused).
+uint64_t seed_of(ConfigMap& m) {
+  const int64_t seed = m.get_int("seed", 0);
+  if (seed < 0) m.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
+  return static_cast<uint64_t>(seed);
+}
+
+// input: {shape: [C, H, W]}.
+void parse_input(ConfigMap& top, Config& c) {
   // A misspelt section ("inputs:", "layer:") is named, rather than reported missing.
   auto misspelt = [&](const std::string& key) {
     if (top.has(key)) return;
@@ -209,16 +222,10 @@ Config parse(const YAML::Node& root, const std::string& file) {
     if (d <= 0) input.fail("shape", "every dimension must be positive");
   c.input = Shape(shape);
   input.finish();
+}
 
-  // Keras' and PyTorch's word for the layers: named, rather than 'layers' reported missing.
-  if (!top.has("layers") && top.has("model"))
-    top.fail("model", "unknown key, read as nothing; tandem reads a model's layers from 'layers:'",
-             top.node("model").IsSequence()
-                 ? "rename 'model:' to 'layers:'"
-                 : "list the layers under a top-level 'layers:', as configs/lenet.yaml does");
-  parse_layers(c, top.node("layers"), file);
-  c.loss = top.get_choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy", "mse"});
-
+// data: the format, where its files are, the splits, normalisation and augmentation.
+void parse_data(ConfigMap& top, Config& c, const std::string& file) {
   ConfigMap data = top.map("data");
   c.data.where = data.where();
   c.data.format =
@@ -304,21 +311,6 @@ Config parse(const YAML::Node& root, const std::string& file) {
       data.fail("shape", "every dimension must be positive, got " + Shape(dshape).str(),
                 "give the samples' [C, H, W], or leave data.shape out to take the model's input");
   c.data.shape = dshape.empty() ? c.input : Shape(dshape);
-  // A count kept as an int: beyond one it would wrap (4294967298 classes to 2).
-  auto as_int = [](ConfigMap& m, const std::string& key, int64_t v, const std::string& hint) {
-    if (v > INT32_MAX)
-      m.fail(key,
-             "expected at most " + std::to_string(INT32_MAX) + " " + key + ", got " +
-                 std::to_string(v),
-             hint);
-    return static_cast<int>(v);
-  };
-  // A seed is a uint64: a negative one would wrap (as --seed -1 is refused).
-  auto seed_of = [](ConfigMap& m) {
-    const int64_t seed = m.get_int("seed", 0);
-    if (seed < 0) m.fail("seed", "expected a seed of 0 or more", "e.g. 'seed: 42'");
-    return static_cast<uint64_t>(seed);
-  };
   const int64_t classes = data.get_int("classes", 10);
   if (classes < 2) data.fail("classes", "expected at least 2 classes");
   c.data.classes =
@@ -334,21 +326,10 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (!(c.data.val_split >= 0 && c.data.val_split < 1))
     data.fail("val_split", "expected a share in [0, 1) of the train split, e.g. 0.1");
   data.finish();
+}
 
-  ConfigMap train = top.map("train");
-  c.train.epochs = train.get_int("epochs", 1);
-  if (c.train.epochs < 1) train.fail("epochs", "expected at least 1 epoch");
-  c.train.batch_size = train.get_int("batch_size", 64);
-  if (c.train.batch_size < 1) train.fail("batch_size", "expected a positive batch size");
-  c.train.seed = seed_of(train);
-  const int64_t threads = train.get_int("threads", 0);
-  if (threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
-  c.train.threads = as_int(train, "threads", threads,
-                           "give the cores to use, e.g. 'threads: 2', or 0 for every core");
-  c.train.shuffle = train.get_bool("shuffle", true);
-  c.train.drop_last = train.get_bool("drop_last", false);
-  c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
-
+// train.optimizer: sgd, adam or adamw and their settings.
+void parse_optimizer(ConfigMap& train, Config& c) {
   ConfigMap opt = train.map("optimizer");
   OptimizerConfig& o = c.train.optimizer;
   o.type = opt.get_choice("type", "sgd", {"sgd", "adam", "adamw"});
@@ -376,7 +357,10 @@ Config parse(const YAML::Node& root, const std::string& file) {
       opt.fail("eps", "expected a positive finite epsilon", "e.g. 'eps: 1.0e-8'");
   }
   opt.finish();
+}
 
+// train.schedule: the learning rate over the epochs.
+void parse_schedule(ConfigMap& train, Config& c) {
   ConfigMap sched = train.map("schedule");
   ScheduleConfig& s = c.train.schedule;
   s.type =
@@ -410,7 +394,10 @@ Config parse(const YAML::Node& root, const std::string& file) {
   s.warmup_epochs = sched.get_int("warmup_epochs", 0);
   if (s.warmup_epochs < 0) sched.fail("warmup_epochs", "expected zero or more epochs");
   sched.finish();
+}
 
+// train.checkpoint: where and how often the run saves itself, and the metric of `best`.
+void parse_checkpoint(ConfigMap& train, Config& c) {
   // The folder is an output, so it is relative to the working directory (like --metrics).
   ConfigMap ckpt = train.map("checkpoint");
   CheckpointConfig& k = c.train.checkpoint;
@@ -430,9 +417,33 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (k.best.rfind("val_", 0) == 0 && c.data.val_split == 0)
     ckpt.fail("best", k.best + " needs a validation split: set data.val_split, e.g. 0.1");
   ckpt.finish();
+}
+
+// train: epochs, batches, seeds, the optimizer, its schedule, checkpoints and controls.
+void parse_train(ConfigMap& top, Config& c) {
+  ConfigMap train = top.map("train");
+  c.train.epochs = train.get_int("epochs", 1);
+  if (c.train.epochs < 1) train.fail("epochs", "expected at least 1 epoch");
+  c.train.batch_size = train.get_int("batch_size", 64);
+  if (c.train.batch_size < 1) train.fail("batch_size", "expected a positive batch size");
+  c.train.seed = seed_of(train);
+  const int64_t threads = train.get_int("threads", 0);
+  if (threads < 0) train.fail("threads", "expected 0 (every core) or more threads");
+  c.train.threads = as_int(train, "threads", threads,
+                           "give the cores to use, e.g. 'threads: 2', or 0 for every core");
+  c.train.shuffle = train.get_bool("shuffle", true);
+  c.train.drop_last = train.get_bool("drop_last", false);
+  c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
+
+  parse_optimizer(train, c);
+  parse_schedule(train, c);
+  parse_checkpoint(train, c);
   parse_training_controls(train, c);
   train.finish();
+}
 
+// deterministic, precision and gpu: how the devices compute.
+void parse_device_settings(ConfigMap& top, Config& c) {
   c.deterministic = top.get_bool("deterministic", false);
   if (const std::string p = top.get_string("precision", "fp32"); p == "amp" || p == "mixed")
     top.fail("precision",
@@ -444,6 +455,27 @@ Config parse(const YAML::Node& root, const std::string& file) {
   if (c.gpu_workspace_mb < 0) gpu.fail("workspace_mb", "expected zero or more megabytes");
   c.gpu_conv_algo = gpu.get_choice("conv_algo", "auto", {"auto", "find", "heuristic"});
   gpu.finish();
+}
+
+// The sections in the order a config is read, so that the first problem in it is the one named.
+Config parse(const YAML::Node& root, const std::string& file) {
+  Config c;
+  c.file = file;
+  ConfigMap top(root, file, "");
+  c.name = top.get_string("name", fs::path(file).stem().string());
+  parse_input(top, c);
+  // Keras' and PyTorch's word for the layers: named, rather than 'layers' reported missing.
+  if (!top.has("layers") && top.has("model"))
+    top.fail("model", "unknown key, read as nothing; tandem reads a model's layers from 'layers:'",
+             top.node("model").IsSequence()
+                 ? "rename 'model:' to 'layers:'"
+                 : "list the layers under a top-level 'layers:', as configs/lenet.yaml does");
+  parse_layers(c, top.node("layers"), file);
+  c.loss = top.get_choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy", "mse"});
+
+  parse_data(top, c, file);
+  parse_train(top, c);
+  parse_device_settings(top, c);
   top.finish();
   return c;
 }

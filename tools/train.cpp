@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "datasets/dataset.h"
@@ -298,234 +299,273 @@ std::string continue_command(const RunRequest& r, const Config& config, const De
   return out;
 }
 
-}  // namespace
-
-int run_train(const RunRequest& r) {
-  Config config = load_config_with_overrides(r);
-  const std::vector<DeviceSpec> devices = parse_devices(r);
-  Graph model(config);  // checks the model before any data is read
-  DataSplits data = load_data(config.data, config.input, static_cast<int>(model.classes()));
-  const Dataset val = hold_out(data.train, config.data.val_split, config.train.seed);
-  const std::string normalise = apply_normalize_auto(config.data, data.train);
-  check_training_batches(config, model, data.train.size());
-  const bool many = devices.size() > 1;
-  Communicator& comm = world();
-  const bool lead = comm.rank() == 0;  // the process that writes files (and prints)
-  if (many && !r.resume.empty())
-    throw UsageError("--resume continues one run, on one device", "pass a single --device");
-  StopOnSignal stop;  // armed when training starts: from then on Ctrl-C saves a checkpoint
-
-  if (!r.quiet) {
-    std::string names;
-    for (const DeviceSpec& d : devices) names += (names.empty() ? "" : ", ") + d.label;
-    fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, config.name, config.file, names);
-    fmt::print("Model {}\n{}{}\n", config.name, model_table(model), parameter_line(model));
-    fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", config.data.format,
-               format_count(data.train.size()), format_count(data.test.size()),
-               data.train.sample_shape.str(), model.classes());
-    fmt::print("{}", cache_report(data));
-    if (config.data.augment.any())
-      fmt::print("       augmented (train): {}{}\n",
-                 config.data.augment.crop_padding
-                     ? fmt::format("random crop, padding {}", config.data.augment.crop_padding)
-                     : "",
-                 config.data.augment.flip
-                     ? (config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
-                     : "");
-    if (config.data.test_split > 0)
-      fmt::print(
-          "Test   {} images held out of {}, a share of each class (data.test_split {:g}, "
-          "drawn from data.seed {})\n",
-          format_count(data.test.size()), config.data.train_path, config.data.test_split,
-          config.data.seed);
-    if (val.size() > 0)
-      fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n",
-                 format_count(val.size()), format_count(val.size() + data.train.size()),
-                 config.data.val_split);
-    fmt::print("{}{}", normalise, class_mapping(data.train));
-    // Broken between its parts on a terminal narrower than it.
-    fmt::print("{}", wrap_to_terminal(
-                         fmt::format("Run    {} epoch{}", format_count(config.train.epochs),
-                                     config.train.epochs == 1 ? "" : "s"),
-                         {"batch " + format_count(config.train.batch_size),
-                          optimizer_text(config.train.optimizer),
-                          "schedule " + schedule_text(config.train.schedule), "loss " + config.loss,
-                          fmt::format("seed {}", config.train.seed),
-                          "precision " + (r.precisions.size() > 1
-                                              ? fmt::format("{}", fmt::join(r.precisions, ", "))
-                                              : precision_text(config.precision))},
-                         ", ", 7));
-    fmt::print("{}", controls_text(config.train));
-    if (config.train.batch_size > data.train.size())
-      fmt::print(
-          "       note: batch {} is more than the {} train samples: each epoch is one step "
-          "of {}\n",
-          config.train.batch_size, format_count(data.train.size()),
-          format_count(data.train.size()));
-    if (comm.size() > 1)
-      fmt::print(
-          "       data-parallel over {} processes ({}, {} on this host): batch {} each, {} "
-          "samples a step, gradients averaged before every update\n",
-          comm.size(), comm.library(), comm.local_size(), config.train.batch_size,
-          config.train.batch_size * comm.size());
-    if (const int share = host_cores() / comm.local_size();
-        comm.size() > 1 && allowed_cores() < share)
-      fmt::print(
-          "       note: mpirun bound each process to {} of the {} cores it could use; "
-          "--bind-to none (or --map-by slot:PE={}) gives each its share\n",
-          allowed_cores(), share, share);
-    std::fflush(stdout);
+// What the runs of one command share: the request, its config, devices and data, the process
+// group, and the outputs written across the runs.
+struct TrainCommand {
+  explicit TrainCommand(const RunRequest& request)
+      : r(request),
+        config(load_config_with_overrides(r)),
+        devices(parse_devices(r)),
+        model(config),  // checks the model before any data is read
+        data(load_data(config.data, config.input, static_cast<int>(model.classes()))),
+        val(hold_out(data.train, config.data.val_split, config.train.seed)),
+        normalise(apply_normalize_auto(config.data, data.train)),
+        comm(world()),
+        many(devices.size() > 1),
+        lead(comm.rank() == 0) {
+    check_training_batches(config, model, data.train.size());
+    if (many && !r.resume.empty())
+      throw UsageError("--resume continues one run, on one device", "pass a single --device");
   }
-  fmt::print("{}", skipped_report(data));
-  // The outputs of every run of the list (each run's own are made in its turn).
-  std::shared_ptr<TrainingPlot> plot;  // checks the path before the runs, not after them
-  if (!r.plot_path.empty()) plot = std::make_shared<TrainingPlot>(r.plot_path, config.name);
-  if (!lead) plot.reset();
-  std::shared_ptr<MetricsWriter> metrics;
-  if (!r.metrics_path.empty() && lead)
-    metrics = std::make_shared<MetricsWriter>(r.metrics_path, val.size() > 0);
-
-  auto options_of = [&](const DeviceSpec& device) {
+  BackendOptions backend_options_of(const DeviceSpec& device) const {
     BackendOptions o = backend_options(config, device);
     o.batch_size = config.train.batch_size;  // bench's rows differ: it names none
     return o;
-  };
+  }
+  const RunRequest& r;
+  Config config;
+  const std::vector<DeviceSpec> devices;
+  Graph model;
+  DataSplits data;
+  const Dataset val;
+  const std::string normalise;
+  Communicator& comm;
+  const bool many;
+  const bool lead;    // the process that writes files (and prints)
+  StopOnSignal stop;  // armed when training starts: from then on Ctrl-C saves a checkpoint
+  std::shared_ptr<TrainingPlot> plot;
+  std::shared_ptr<MetricsWriter> metrics;
+};
+
+// The start-up summary: the model, the data, the run's settings.
+void print_start(const TrainCommand& t) {
+  std::string names;
+  for (const DeviceSpec& d : t.devices) names += (names.empty() ? "" : ", ") + d.label;
+  fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, t.config.name, t.config.file, names);
+  fmt::print("Model {}\n{}{}\n", t.config.name, model_table(t.model), parameter_line(t.model));
+  fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", t.config.data.format,
+             format_count(t.data.train.size()), format_count(t.data.test.size()),
+             t.data.train.sample_shape.str(), t.model.classes());
+  fmt::print("{}", cache_report(t.data));
+  if (t.config.data.augment.any())
+    fmt::print("       augmented (train): {}{}\n",
+               t.config.data.augment.crop_padding
+                   ? fmt::format("random crop, padding {}", t.config.data.augment.crop_padding)
+                   : "",
+               t.config.data.augment.flip
+                   ? (t.config.data.augment.crop_padding ? ", horizontal flip" : "horizontal flip")
+                   : "");
+  if (t.config.data.test_split > 0)
+    fmt::print(
+        "Test   {} images held out of {}, a share of each class (data.test_split {:g}, "
+        "drawn from data.seed {})\n",
+        format_count(t.data.test.size()), t.config.data.train_path, t.config.data.test_split,
+        t.config.data.seed);
+  if (t.val.size() > 0)
+    fmt::print("Validation: {} of {} train samples held out (data.val_split {:g})\n",
+               format_count(t.val.size()), format_count(t.val.size() + t.data.train.size()),
+               t.config.data.val_split);
+  fmt::print("{}{}", t.normalise, class_mapping(t.data.train));
+  // Broken between its parts on a terminal narrower than it.
+  fmt::print("{}", wrap_to_terminal(
+                       fmt::format("Run    {} epoch{}", format_count(t.config.train.epochs),
+                                   t.config.train.epochs == 1 ? "" : "s"),
+                       {"batch " + format_count(t.config.train.batch_size),
+                        optimizer_text(t.config.train.optimizer),
+                        "schedule " + schedule_text(t.config.train.schedule),
+                        "loss " + t.config.loss, fmt::format("seed {}", t.config.train.seed),
+                        "precision " + (t.r.precisions.size() > 1
+                                            ? fmt::format("{}", fmt::join(t.r.precisions, ", "))
+                                            : precision_text(t.config.precision))},
+                       ", ", 7));
+  fmt::print("{}", controls_text(t.config.train));
+  if (t.config.train.batch_size > t.data.train.size())
+    fmt::print(
+        "       note: batch {} is more than the {} train samples: each epoch is one step "
+        "of {}\n",
+        t.config.train.batch_size, format_count(t.data.train.size()),
+        format_count(t.data.train.size()));
+  if (t.comm.size() > 1)
+    fmt::print(
+        "       data-parallel over {} processes ({}, {} on this host): batch {} each, {} "
+        "samples a step, gradients averaged before every update\n",
+        t.comm.size(), t.comm.library(), t.comm.local_size(), t.config.train.batch_size,
+        t.config.train.batch_size * t.comm.size());
+  if (const int share = host_cores() / t.comm.local_size();
+      t.comm.size() > 1 && allowed_cores() < share)
+    fmt::print(
+        "       note: mpirun bound each process to {} of the {} cores it could use; "
+        "--bind-to none (or --map-by slot:PE={}) gives each its share\n",
+        allowed_cores(), share, share);
+  std::fflush(stdout);
+}
+
+// "Input  batches cut ahead by 1 background thread (data.workers: auto, ...)".
+void print_input(const Config& c, int workers) {
+  fmt::print(
+      "{}",
+      wrap_to_terminal(
+          fmt::format("Input  batches cut {}", workers
+                                                   ? fmt::format("ahead by {} background thread{}",
+                                                                 workers, workers == 1 ? "" : "s")
+                                                   : "in the training thread"),
+          {fmt::format("(data.workers: {})",
+                       c.data.workers < 0 ? "auto, the cores the device leaves free" : "set")},
+          " ", 7));
+}
+
+// A run stopped by a signal: where, and the command that continues it. Returns the exit status.
+int report_stop(TrainCommand& t, size_t k, const DeviceRun& run, uint64_t start_step,
+                const RunCheckpoints& checkpoints) {
+  // In a data-parallel run the signal may have reached another process only (mpirun passes a
+  // SIGTERM on to each); the run stopped all the same.
+  const bool here = t.stop.requested();
+  fmt::print("{}stopped by {} at step {}; continue with: {}\n",
+             t.many ? "the " + run.device.label + " run: " : "",
+             here ? t.stop.name() : "a signal to another process of the run",
+             format_count(static_cast<double>(run.result.step_losses.size() +
+                                              run.result.skipped_steps + start_step)),
+             continue_command(t.r, t.config, run.device, checkpoints.last_path(),
+                              t.many ? checkpoints.dir() : ""));
+  if (k + 1 < t.devices.size()) {
+    std::vector<std::string> rest;
+    for (size_t j = k + 1; j < t.devices.size(); ++j) rest.push_back(t.devices[j].label);
+    fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
+               rest.size() == 1 ? "it" : "them");
+  }
+  if (t.plot) plot_training(*t.plot);
+  return here ? t.stop.exit_status() : 128 + SIGTERM;
+}
+
+// A finished run's line: its test figures, time and speed, and a note where it learnt nothing.
+void report_result(const TrainCommand& t, const DeviceRun& run, double lr) {
+  const EpochStats& last = run.result.epochs.back();
+  fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
+             run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
+             last.epoch, last.epoch == 1 ? "" : "s", format_duration(training_seconds(run.result)),
+             format_count(images_per_second(run.result)));
+  // A run that ends where guessing would is a run to hear about, not a success.
+  const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, t.model.classes()));
+  if (t.data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
+    fmt::print(
+        "  note: {:.2f}% is about chance for {} classes ({:.0f}%): the model has not "
+        "learnt; the usual causes are a learning rate too high (this run's: {:g}) or too "
+        "low, too few epochs, or labels that do not match their images\n",
+        100 * last.test_accuracy, t.model.classes(), 100 * chance, lr);
+}
+
+// Device k's run of the list on `backend`, with the outputs the flags ask for. Returns the exit
+// status where a signal stopped it (the command ends there).
+std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
+                            std::unique_ptr<Backend> backend) {
+  const RunRequest& r = t.r;
+  if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
+  std::fflush(stdout);
+  Config c = t.config;
+  if (!run.device.precision.empty()) c.precision = run.device.precision;
+  Graph graph(c);
+  std::unique_ptr<Loss> loss = make_loss(c.loss);
+  // No batch holds more samples than the largest split: a batch beyond it takes no memory.
+  const int64_t largest = std::max({t.data.train.size(), t.data.test.size(), t.val.size()});
+  graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),
+                 c.train.seed);
+  Batcher train_src(t.data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
+                    c.data.std, c.train.drop_last);
+  train_src.set_augment(c.data.augment);
+  Batcher test_src(t.data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+  Batcher val_src(t.val, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
+  TrainOptions options;
+  options.val = &val_src;
+  options.device_label = run.device.label;
+  options.progress = !r.quiet;
+  options.verbose = r.verbose;
+  options.data_workers = data_workers(c, run.device);
+  options.comm = &t.comm;
+  options.log_every = r.log_every;
+  if (!r.quiet) print_input(c, options.data_workers);
+  auto checkpoints = std::make_shared<RunCheckpoints>(c, run.device.label, t.many, r.quiet,
+                                                      t.data.train.class_names, t.lead);
+  if (r.resume.empty() && t.lead) checkpoints->warn_if_folder_in_use();
+  std::shared_ptr<TensorBoardWriter> board;
+  if (!r.tensorboard.empty() && t.lead)
+    board = std::make_shared<TensorBoardWriter>(r.tensorboard, run.device.label);
+  if (!r.resume.empty()) {
+    checkpoints->resumed(
+        resume_from(r.resume, c, options, r.quiet,
+                    ShardedSource(train_src, t.comm.rank(), t.comm.size()).batches_per_epoch()));
+    options.earlier = checkpoints->history();
+    if (t.metrics) t.metrics->continue_after(options.earlier);
+    if (t.plot) t.plot->resumed(options.earlier);
+  }
+  const std::shared_ptr<Callback> outputs[] = {t.metrics, board, checkpoints, t.plot};
+  for (const std::shared_ptr<Callback>& output : outputs)
+    if (output) options.callbacks.push_back(output);
+  options.stop = [&] { return t.stop.requested(); };
+  if (r.log_placement)
+    options.on_placement = [&](const std::vector<LayerProfile>& rows) {
+      print_placement(rows, *backend, run.device.label);
+    };
+  t.stop.arm();
+  try {
+    run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
+  } catch (const NumericsError& e) {
+    if (checkpoints->last_path().empty()) throw;
+    throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
+                                       checkpoints->last_path() + " (--resume it with that --lr)");
+  }
+  if (run.result.stopped) return report_stop(t, k, run, options.start.step, *checkpoints);
+  if (run.result.early_stopped) fmt::print("{}\n", checkpoints->early_stop_note());
+  report_result(t, run, c.train.optimizer.lr);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int run_train(const RunRequest& r) {
+  TrainCommand t(r);
+  if (!r.quiet) print_start(t);
+  fmt::print("{}", skipped_report(t.data));
+  // The outputs of every run of the list (each run's own are made in its turn). The plot checks
+  // its path before the runs, not after them.
+  if (!r.plot_path.empty()) t.plot = std::make_shared<TrainingPlot>(r.plot_path, t.config.name);
+  if (!t.lead) t.plot.reset();
+  if (!r.metrics_path.empty() && t.lead)
+    t.metrics = std::make_shared<MetricsWriter>(r.metrics_path, t.val.size() > 0);
   // In a data-parallel run a device that fails in one process ends them all (below).
-  std::vector<Started> started =
-      comm.size() > 1 ? std::vector<Started>(devices.size()) : start_gpus(devices, options_of);
+  auto options_of = [&](const DeviceSpec& d) { return t.backend_options_of(d); };
+  std::vector<Started> started = t.comm.size() > 1 ? std::vector<Started>(t.devices.size())
+                                                   : start_gpus(t.devices, options_of);
   std::vector<DeviceRun> runs;
-  for (size_t k = 0; k < devices.size(); ++k) {
-    DeviceRun run{devices[k], started[k].reason, {}};
-    if (run.device.precision.empty()) run.device.precision = config.precision;
-    if (plot) plot->start_run(run.device.label);
-    if (!run.ran()) {
-      runs.push_back(std::move(run));
-      continue;
-    }
-    if (many) fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, devices.size());
-    try {
-      std::unique_ptr<Backend> backend =
-          started[k].backend ? std::move(started[k].backend)
-                             : create_backend(run.device.backend, options_of(run.device));
-      if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
-      std::fflush(stdout);
-      Config c = config;
-      if (!run.device.precision.empty()) c.precision = run.device.precision;
-      Graph graph(c);
-      std::unique_ptr<Loss> loss = make_loss(c.loss);
-      // No batch holds more samples than the largest split: a batch beyond it takes no memory.
-      const int64_t largest = std::max({data.train.size(), data.test.size(), val.size()});
-      graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),
-                     c.train.seed);
-      Batcher train_src(data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
-                        c.data.std, c.train.drop_last);
-      train_src.set_augment(c.data.augment);
-      Batcher test_src(data.test, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
-      Batcher val_src(val, c.train.batch_size, false, c.train.seed, c.data.mean, c.data.std);
-      TrainOptions options;
-      options.val = &val_src;
-      options.device_label = run.device.label;
-      options.progress = !r.quiet;
-      options.verbose = r.verbose;
-      options.data_workers = data_workers(c, run.device);
-      options.comm = &comm;
-      if (!r.quiet)
-        fmt::print(
-            "{}",
-            wrap_to_terminal(
-                fmt::format("Input  batches cut {}",
-                            options.data_workers ? fmt::format("ahead by {} background thread{}",
-                                                               options.data_workers,
-                                                               options.data_workers == 1 ? "" : "s")
-                                                 : "in the training thread"),
-                {fmt::format("(data.workers: {})", c.data.workers < 0
-                                                       ? "auto, the cores the device leaves free"
-                                                       : "set")},
-                " ", 7));
-      auto checkpoints = std::make_shared<RunCheckpoints>(c, run.device.label, many, r.quiet,
-                                                          data.train.class_names, lead);
-      if (r.resume.empty() && lead) checkpoints->warn_if_folder_in_use();
-      std::shared_ptr<TensorBoardWriter> board;
-      if (!r.tensorboard.empty() && lead)
-        board = std::make_shared<TensorBoardWriter>(r.tensorboard, run.device.label);
-      options.log_every = r.log_every;
-      if (!r.resume.empty()) {
-        checkpoints->resumed(
-            resume_from(r.resume, c, options, r.quiet,
-                        ShardedSource(train_src, comm.rank(), comm.size()).batches_per_epoch()));
-        options.earlier = checkpoints->history();
-        if (metrics) metrics->continue_after(options.earlier);
-        if (plot) plot->resumed(options.earlier);
-      }
-      const std::shared_ptr<Callback> outputs[] = {metrics, board, checkpoints, plot};
-      for (const std::shared_ptr<Callback>& output : outputs)
-        if (output) options.callbacks.push_back(output);
-      options.stop = [&] { return stop.requested(); };
-      if (r.log_placement)
-        options.on_placement = [&](const std::vector<LayerProfile>& rows) {
-          print_placement(rows, *backend, run.device.label);
-        };
-      stop.arm();
+  for (size_t k = 0; k < t.devices.size(); ++k) {
+    DeviceRun run{t.devices[k], started[k].reason, {}};
+    if (run.device.precision.empty()) run.device.precision = t.config.precision;
+    if (t.plot) t.plot->start_run(run.device.label);
+    if (run.ran()) {
+      if (t.many)
+        fmt::print("\n=== {} ({} of {}) ===\n", run.device.label, k + 1, t.devices.size());
       try {
-        run.result = train(c, graph, *loss, *backend, train_src, &test_src, options);
-      } catch (const NumericsError& e) {
-        if (checkpoints->last_path().empty()) throw;
-        throw NumericsError(e.cause(), e.hint() + "; the last good checkpoint is " +
-                                           checkpoints->last_path() +
-                                           " (--resume it with that --lr)");
+        std::unique_ptr<Backend> backend =
+            started[k].backend ? std::move(started[k].backend)
+                               : create_backend(run.device.backend, options_of(run.device));
+        if (std::optional<int> stopped = train_on(t, k, run, std::move(backend))) return *stopped;
+      } catch (const Error& e) {
+        // In a list, an unusable device (or a run that blew up) gets its row; the others still
+        // run. In a data-parallel run a device that failed in one process ends them all: the
+        // others could not tell which run to go on with.
+        const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
+        if (!t.many || !per_device || t.comm.size() > 1) throw;
+        std::fflush(stdout);
+        fmt::print(stderr, "error: {}\n", user_message(e.cause()));
+        if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
+        run.reason = reason_of(e);
       }
-      if (run.result.stopped) {
-        // In a data-parallel run the signal may have reached another process only (mpirun
-        // passes a SIGTERM on to each); the run stopped all the same.
-        const bool here = stop.requested();
-        fmt::print("{}stopped by {} at step {}; continue with: {}\n",
-                   many ? "the " + run.device.label + " run: " : "",
-                   here ? stop.name() : "a signal to another process of the run",
-                   format_count(static_cast<double>(run.result.step_losses.size() +
-                                                    run.result.skipped_steps + options.start.step)),
-                   continue_command(r, config, run.device, checkpoints->last_path(),
-                                    many ? checkpoints->dir() : ""));
-        if (k + 1 < devices.size()) {
-          std::vector<std::string> rest;
-          for (size_t j = k + 1; j < devices.size(); ++j) rest.push_back(devices[j].label);
-          fmt::print("not run: {} (stopped before {})\n", fmt::join(rest, ", "),
-                     rest.size() == 1 ? "it" : "them");
-        }
-        if (plot) plot_training(*plot);
-        return here ? stop.exit_status() : 128 + SIGTERM;
-      }
-      if (run.result.early_stopped) fmt::print("{}\n", checkpoints->early_stop_note());
-      const EpochStats& last = run.result.epochs.back();
-      fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
-                 run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
-                 last.epoch, last.epoch == 1 ? "" : "s",
-                 format_duration(training_seconds(run.result)),
-                 format_count(images_per_second(run.result)));
-      // A run that ends where guessing would is a run to hear about, not a success.
-      const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, model.classes()));
-      if (data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
-        fmt::print(
-            "  note: {:.2f}% is about chance for {} classes ({:.0f}%): the model has not "
-            "learnt; the usual causes are a learning rate too high (this run's: {:g}) or too "
-            "low, too few epochs, or labels that do not match their images\n",
-            100 * last.test_accuracy, model.classes(), 100 * chance, c.train.optimizer.lr);
-    } catch (const Error& e) {
-      // In a list, an unusable device (or a run that blew up) gets its row; the others still run.
-      const bool per_device = e.code() == ExitCode::kDevice || e.code() == ExitCode::kNumerics;
-      // In a data-parallel run a device that failed in one process ends them all: the others
-      // could not tell which run to go on with.
-      if (!many || !per_device || comm.size() > 1) throw;
-      std::fflush(stdout);
-      fmt::print(stderr, "error: {}\n", user_message(e.cause()));
-      if (!e.hint().empty()) fmt::print(stderr, "hint: {}\n", e.hint());
-      run.reason = reason_of(e);
     }
     runs.push_back(std::move(run));
   }
   size_t ran = 0;
   for (const DeviceRun& run : runs) ran += run.ran();
-  if (many) print_side_by_side(runs);
-  if (plot) plot_training(*plot);
+  if (t.many) print_side_by_side(runs);
+  if (t.plot) plot_training(*t.plot);
   return exit_status(ran, runs.size());
 }
 
