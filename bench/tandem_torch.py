@@ -16,6 +16,8 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
     dense {units, bias: true}            (a dense layer on a non-flat input flattens it first)
     maxpool / avgpool {kernel, stride: kernel, padding: 0}   (avgpool excludes padding)
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
+    relu6, silu, hardswish, hardsigmoid, gelu {approximate: none | tanh}, elu {alpha: 1.0},
+    softplus, mish (PyTorch's definitions)
     batchnorm {momentum: 0.1, eps: 1e-5}  (BatchNorm2d on a (C,H,W) input, BatchNorm1d on a flat one)
     add (2+ inputs of one shape, elementwise sum; a name listed twice counts twice),
     concat (2+ inputs joined along the first non-batch axis: channels of (C,H,W), features of (F));
@@ -23,7 +25,8 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
   * initialisation: a conv2d/dense layer's `init:` when given (he_normal, he_uniform,
     glorot_normal, glorot_uniform, pytorch = U(+-1/sqrt(fan_in))); else He uniform
     U(+-sqrt(6/fan_in)) when its output's first taker (the first later layer, in list order, that
-    takes it; in a sequential model, the layer directly after it) is relu or leaky_relu, Glorot
+    takes it; in a sequential model, the layer directly after it) is relu-like (relu, leaky_relu,
+    relu6, silu, hardswish, gelu, elu, softplus, mish), Glorot
     uniform U(+-sqrt(6/(fan_in+fan_out))) otherwise; biases zero;
   * loss softmax_cross_entropy (mean over the batch) or mse (mean over N*C against one-hot);
   * optimizer sgd {lr, momentum, weight_decay, nesterov} | adam | adamw {lr, beta1, beta2, eps,
@@ -71,12 +74,22 @@ _KEYS = {
     "leaky_relu": {"alpha"},
     "sigmoid": set(),
     "tanh": set(),
+    "relu6": set(),
+    "silu": set(),
+    "hardswish": set(),
+    "hardsigmoid": set(),
+    "gelu": {"approximate"},
+    "elu": {"alpha"},
+    "softplus": set(),
+    "mish": set(),
     "dropout": {"rate"},
     "batchnorm": {"momentum", "eps"},
     "add": set(),
     "concat": set(),
 }
 _MERGE = ("add", "concat")  # the layer types that take two or more inputs
+# The activations after which tandem initialises a layer He uniform (layers/init_choice.cpp).
+_RELU_LIKE = ("relu", "leaky_relu", "relu6", "silu", "hardswish", "gelu", "elu", "softplus", "mish")
 
 
 def parse_items(cfg):
@@ -252,6 +265,22 @@ def _make_layer(i, typ, a, shape, he):
         m = nn.Sigmoid()
     elif typ == "tanh":
         m = nn.Tanh()
+    elif typ == "relu6":
+        m = nn.ReLU6()
+    elif typ == "silu":
+        m = nn.SiLU()
+    elif typ == "hardswish":
+        m = nn.Hardswish()
+    elif typ == "hardsigmoid":
+        m = nn.Hardsigmoid()
+    elif typ == "gelu":
+        m = nn.GELU(approximate=str(a.get("approximate", "none")))
+    elif typ == "elu":
+        m = nn.ELU(float(a.get("alpha", 1.0)))
+    elif typ == "softplus":
+        m = nn.Softplus()
+    elif typ == "mish":
+        m = nn.Mish()
     elif typ == "dropout":
         m = nn.Dropout(float(a.get("rate", 0.5)))
     elif typ == "batchnorm":
@@ -341,7 +370,7 @@ def build_model(cfg):
             m = Add() if typ == "add" else Concat()
             out = _merge_shape(i, typ, in_shapes)
         else:
-            he = first_taker.get(i + 1) in ("relu", "leaky_relu")
+            he = first_taker.get(i + 1) in _RELU_LIKE
             m, flatten_first = _make_layer(i, typ, a, in_shapes[0], he)
             if flatten_first:
                 m = nn.Sequential(nn.Flatten(), m)
@@ -357,7 +386,7 @@ def _build_sequential(layers, shape):
     mods = []
     for i, (typ, a) in enumerate(layers):
         nxt = layers[i + 1][0] if i + 1 < len(layers) else None
-        he = nxt in ("relu", "leaky_relu")
+        he = nxt in _RELU_LIKE
         m, flatten_first = _make_layer(i, typ, a, shape, he)
         if flatten_first:
             mods.append(nn.Flatten())

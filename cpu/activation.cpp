@@ -1,10 +1,13 @@
-// Activations (relu, leaky relu, sigmoid, tanh) forward and backward through oneDNN eltwise, but
-// for the relu forward pass.
+// Activations forward and backward through oneDNN's eltwise algorithms where it has the kind
+// (engine/activation_math.h), else a loop of tandem's own over activation_math.h's definitions.
 //
 // Tensors of any shape are viewed as 1-D (numel); sigmoid and tanh use the *_use_dst_for_bwd
-// algorithms so the backward pass reads y, as the interface promises. relu forward is a loop of
-// our own: oneDNN's turns a NaN into 0, which would hide a non-finite activation from the loss
-// (and from the NaN checks); here it passes on, as in PyTorch and on the GPU backend.
+// algorithms so the backward pass reads y, as the interface promises. Our own loops: relu forward
+// (oneDNN's turns a NaN into 0, which would hide a non-finite activation from the loss and from the
+// NaN checks; here it passes on, as in PyTorch and on the GPU backend), and the piecewise relu6,
+// hardsigmoid and hardswish, whose gradients at the joins oneDNN 2.6 takes otherwise than PyTorch
+// (hardswish's slope at 3 is 1.5 in PyTorch, 1 in oneDNN), and elu, whose oneDNN backward takes
+// a tiny positive x (1e-30) for a negative one.
 #include <string>
 
 #include "cpu/cpu_backend_impl.h"
@@ -24,7 +27,8 @@ struct EltwiseBackwardEntry : CpuCacheEntry {
   dnnl::memory data, diff_dst, diff_src;
 };
 
-// Leaky relu is oneDNN's relu with a negative slope; the others ignore alpha.
+// oneDNN's algorithm for a kind, or none (undef): tandem's loop computes it. Leaky relu is relu
+// with a negative slope; silu is swish with alpha 1.
 dnnl::algorithm eltwise_algorithm(Activation a) {
   switch (a) {
     case Activation::kRelu:
@@ -34,29 +38,42 @@ dnnl::algorithm eltwise_algorithm(Activation a) {
       return dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
     case Activation::kTanh:
       return dnnl::algorithm::eltwise_tanh_use_dst_for_bwd;
+    case Activation::kSilu:
+      return dnnl::algorithm::eltwise_swish;
+    case Activation::kGelu:
+      return dnnl::algorithm::eltwise_gelu_erf;
+    case Activation::kGeluTanh:
+      return dnnl::algorithm::eltwise_gelu_tanh;
+    case Activation::kSoftplus:
+      return dnnl::algorithm::eltwise_soft_relu;
+    case Activation::kMish:
+      return dnnl::algorithm::eltwise_mish;
+    case Activation::kRelu6:
+    case Activation::kHardSigmoid:
+    case Activation::kHardSwish:
+    case Activation::kElu:
+      break;
   }
-  return dnnl::algorithm::eltwise_relu;
+  return dnnl::algorithm::undef;
 }
 
-const char* activation_name(Activation a) {
+float eltwise_alpha(Activation a, float alpha) {
   switch (a) {
-    case Activation::kRelu:
-      return "relu";
     case Activation::kLeakyRelu:
-      return "leaky_relu";
-    case Activation::kSigmoid:
-      return "sigmoid";
-    case Activation::kTanh:
-      return "tanh";
+    case Activation::kElu:
+      return alpha;
+    case Activation::kSilu:
+      return 1.f;  // swish's x * sigmoid(alpha * x)
+    default:
+      return 0.f;
   }
-  return "?";
 }
 
-float eltwise_alpha(Activation a, float alpha) { return a == Activation::kLeakyRelu ? alpha : 0.f; }
+bool has_alpha(Activation a) { return a == Activation::kLeakyRelu || a == Activation::kElu; }
 
 std::string eltwise_key(Activation a, float alpha, int64_t n) {
   std::string key = activation_name(a);
-  if (a == Activation::kLeakyRelu) key.append("(").append(std::to_string(alpha)).append(")");
+  if (has_alpha(a)) key.append("(").append(std::to_string(alpha)).append(")");
   return key.append(" [").append(std::to_string(n)).append("]");
 }
 
@@ -89,6 +106,15 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
     for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] <= 0.f ? 0.f : xp[i];
     return;
   }
+  if (eltwise_algorithm(a) == dnnl::algorithm::undef) {
+    if (tracing())
+      placed("activation_forward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop");
+    const float* xp = x.data();
+    float* yp = y.data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
+    for (int64_t i = 0; i < n; ++i) yp[i] = activation_value(a, xp[i], alpha);
+    return;
+  }
   const std::string key = eltwise_key(a, alpha, n);
   auto& e = cached<EltwiseForwardEntry>("act_fwd " + key, [&] {
     return dnnl_guard("activation_forward " + key, [&] {
@@ -110,11 +136,11 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   stream().wait();
 }
 
-// relu-like: dx = dy * (x > 0 ? 1 : alpha); sigmoid: dx = dy * y * (1 - y); tanh: dy * (1 - y^2).
+// relu-like: dx = dy * (x > 0 ? 1 : alpha); sigmoid: dx = dy * y * (1 - y); tanh: dy * (1 - y^2);
+// the others: dy times the derivative at x (activation_math.h).
 void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
                                      Activation a, float alpha) {
-  const bool uses_x = a == Activation::kRelu || a == Activation::kLeakyRelu;
-  const Tensor& data = uses_x ? x : y;
+  const Tensor& data = activation_uses_output(a) ? y : x;
   TANDEM_CHECK(dx.numel() == dy.numel() && data.numel() == dy.numel(),
                "activation backward " + dy.shape().str() + " -> " + dx.shape().str());
   const int64_t n = dy.numel();
@@ -123,8 +149,19 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
   const bool bf16 = dx.dtype() == DType::kBF16 && dy.dtype() == DType::kBF16 &&
                     data.dtype() == DType::kBF16 && dx.layout() == dy.layout() &&
                     data.layout() == dy.layout();
-  if (!all_f32_plain({&dx, &dy, &data}) && !bf16)
+  const bool own = eltwise_algorithm(a) == dnnl::algorithm::undef;
+  if ((!all_f32_plain({&dx, &dy, &data}) && !bf16) || (own && bf16))
     return mixed::activation_backward(*this, dx, dy, x, y, a, alpha);
+  if (own) {
+    if (tracing())
+      placed("activation_backward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop");
+    const float* g = dy.data();
+    const float* d = data.data();
+    float* out = dx.data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
+    for (int64_t i = 0; i < n; ++i) out[i] = activation_grad(a, g[i], d[i], alpha);
+    return;
+  }
   const DType dt = bf16 ? DType::kBF16 : DType::kF32;
   const std::string key = eltwise_key(a, alpha, n) + (bf16 ? " bf16" : "");
   auto& e = cached<EltwiseBackwardEntry>("act_bwd " + key, [&] {
@@ -148,7 +185,7 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
   e.diff_dst.set_data_handle(const_cast<void*>(dy.raw()));
   e.diff_src.set_data_handle(dx.raw());
   // The use_dst algorithms take y under DNNL_ARG_DST, relu takes x under DNNL_ARG_SRC.
-  e.prim.execute(stream(), {{uses_x ? DNNL_ARG_SRC : DNNL_ARG_DST, e.data},
+  e.prim.execute(stream(), {{activation_uses_output(a) ? DNNL_ARG_DST : DNNL_ARG_SRC, e.data},
                             {DNNL_ARG_DIFF_DST, e.diff_dst},
                             {DNNL_ARG_DIFF_SRC, e.diff_src},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}});

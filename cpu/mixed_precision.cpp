@@ -266,6 +266,11 @@ void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a,
 #pragma omp parallel for schedule(static) if (n > 16384)
       for (int64_t i = 0; i < n; ++i) yp[i] = f32_to_bf16(std::tanh(bf16_to_f32(xp[i])));
       break;
+    default:  // widened, computed in fp32 as activation_math.h defines it, rounded once
+#pragma omp parallel for schedule(static) if (n > 16384)
+      for (int64_t i = 0; i < n; ++i)
+        yp[i] = f32_to_bf16(activation_value(a, bf16_to_f32(xp[i]), alpha));
+      break;
   }
   if (b.tracing_placement())
     b.place("activation_forward bf16 [" + std::to_string(n) + "] -> tandem's OpenMP loop");
@@ -273,8 +278,7 @@ void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a,
 
 void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
                          const Tensor& y, Activation a, float alpha) {
-  const bool uses_x = a == Activation::kRelu || a == Activation::kLeakyRelu;
-  const Tensor& data = uses_x ? x : y;
+  const Tensor& data = activation_uses_output(a) ? y : x;
   if (!all_bf16_same_layout({&dx, &dy, &data})) {
     F32Stage sdx(b, dx, false, true), sdy(b, dy, true, false), sd(b, data, true, false);
     b.activation_backward(sdx.f32(), sdy.f32(), sd.f32(), sd.f32(), a, alpha);
@@ -307,6 +311,11 @@ void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tens
         const float v = bf16_to_f32(d[i]);
         out[i] = f32_to_bf16(bf16_to_f32(g[i]) * (1.f - v * v));
       }
+      break;
+    default:
+#pragma omp parallel for schedule(static) if (n > 16384)
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = f32_to_bf16(activation_grad(a, bf16_to_f32(g[i]), bf16_to_f32(d[i]), alpha));
       break;
   }
   if (b.tracing_placement())

@@ -98,8 +98,8 @@ void CudaBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor
                                       const Tensor& y, Activation a, float alpha) {
   expect_numel(dx, dy.numel(), "activation input gradient");
   if (typed::activation_backward(*this, dx, dy, x, y, a, alpha)) return;
-  // Only the input the gradient reads (x for the relu family, y for sigmoid and tanh).
-  const Tensor& d = a == Activation::kRelu || a == Activation::kLeakyRelu ? x : y;
+  // Only the input the gradient reads (y for sigmoid and tanh, x for the others).
+  const Tensor& d = activation_uses_output(a) ? y : x;
   StandIn sdx(*this, dx, false, true), sdy(*this, dy, true, false), sd(*this, d, true, false);
   activation_backward(sdx.get(), sdy.get(), sd.get(), sd.get(), a, alpha);
   sdx.finish();

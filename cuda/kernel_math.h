@@ -18,6 +18,7 @@
 
 #include "cuda/index_math.h"
 #include "cuda/pool_windows.h"
+#include "engine/activation_math.h"
 #include "engine/rng.h"
 
 #if defined(__CUDACC__)
@@ -28,40 +29,8 @@
 
 namespace tandem::kernel {
 
-// --- activations (the kinds of mixed_precision.cu's kernels) ---
-
-enum ActivationKind : int { kRelu = 0, kLeakyRelu = 1, kSigmoid = 2, kTanh = 3 };
-
-// y of x. relu passes a NaN on (v <= 0 is false for it).
-TANDEM_KERNEL_HD float activation_value(int kind, float v, float alpha) {
-  switch (kind) {
-    case kRelu:
-      return v <= 0.f ? 0.f : v;
-    case kLeakyRelu:
-      return v > 0.f ? v : alpha * v;
-    case kSigmoid:
-      return 1.f / (1.f + expf(-v));
-    default:
-      return tanhf(v);
-  }
-}
-
-// dx of dy = g, with d the forward input x (relu family) or the output y (sigmoid, tanh). relu's
-// gradient multiplies by 0 or 1, so a non-finite g stays one where x <= 0. A NaN x is not <= 0:
-// its gradient passes, as the forward passes the NaN itself (oneDNN's fp32 relu and PyTorch's
-// threshold_backward do the same).
-TANDEM_KERNEL_HD float activation_grad(int kind, float g, float d, float alpha) {
-  switch (kind) {
-    case kRelu:
-      return g * (d <= 0.f ? 0.f : 1.f);
-    case kLeakyRelu:
-      return d <= 0.f ? alpha * g : g;
-    case kSigmoid:
-      return g * d * (1.f - d);
-    default:
-      return g * (1.f - d * d);
-  }
-}
+// --- activations: engine/activation_math.h (activation_value, activation_grad), shared with the
+// CPU ---
 
 // --- memory orders: where element i (logical order) of a tensor lies ---
 

@@ -120,33 +120,19 @@ __global__ void count_nonfinite_kernel(unsigned long long* count, const T* t, in
 
 // --- elementwise ops: every tensor of one 16-bit type T and one memory order ---
 
-int activation_kind(Activation a) {
-  switch (a) {
-    case Activation::kRelu:
-      return kernel::kRelu;
-    case Activation::kLeakyRelu:
-      return kernel::kLeakyRelu;
-    case Activation::kSigmoid:
-      return kernel::kSigmoid;
-    case Activation::kTanh:
-      return kernel::kTanh;
-  }
-  return kernel::kRelu;
+// activation_value of each element, rounded once to T.
+template <typename T>
+__global__ void activation_forward_kernel(T* y, const T* x, int64_t n, Activation kind,
+                                          float alpha) {
+  GRID_STRIDE(i, n) y[i] = from_float<T>(activation_value(kind, to_float(x[i]), alpha));
 }
 
-// kernel::activation_value of each element, rounded once to T.
+// activation_grad; d is the forward output y for sigmoid and tanh, the input x for the others.
 template <typename T>
-__global__ void activation_forward_kernel(T* y, const T* x, int64_t n, int kind, float alpha) {
-  GRID_STRIDE(i, n) y[i] = from_float<T>(kernel::activation_value(kind, to_float(x[i]), alpha));
-}
-
-// kernel::activation_grad; d is the forward input x for the relu family, the output y for sigmoid
-// and tanh.
-template <typename T>
-__global__ void activation_backward_kernel(T* dx, const T* dy, const T* d, int64_t n, int kind,
-                                           float alpha) {
+__global__ void activation_backward_kernel(T* dx, const T* dy, const T* d, int64_t n,
+                                           Activation kind, float alpha) {
   GRID_STRIDE(i, n) {
-    dx[i] = from_float<T>(kernel::activation_grad(kind, to_float(dy[i]), to_float(d[i]), alpha));
+    dx[i] = from_float<T>(activation_grad(kind, to_float(dy[i]), to_float(d[i]), alpha));
   }
 }
 
@@ -259,7 +245,7 @@ bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a
   by_type(x.dtype(), [&](auto v) {
     using T = decltype(v);
     activation_forward_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
-        static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), n, activation_kind(a), alpha);
+        static_cast<T*>(y.raw()), static_cast<const T*>(x.raw()), n, a, alpha);
   });
   CUDA_CHECK_LAUNCH();
   return true;
@@ -267,7 +253,7 @@ bool activation_forward(CudaBackend& b, Tensor& y, const Tensor& x, Activation a
 
 bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
                          const Tensor& y, Activation a, float alpha) {
-  const Tensor& d = a == Activation::kRelu || a == Activation::kLeakyRelu ? x : y;
+  const Tensor& d = activation_uses_output(a) ? y : x;
   if (!is_float(dy.dtype()) || !same_form(dx, dy) || !same_form(d, dy)) return false;
   const int64_t n = dy.numel();
   if (n == 0) return true;
@@ -275,7 +261,7 @@ bool activation_backward(CudaBackend& b, Tensor& dx, const Tensor& dy, const Ten
     using T = decltype(v);
     activation_backward_kernel<T><<<grid_for(n), kThreads, 0, b.stream()>>>(
         static_cast<T*>(dx.raw()), static_cast<const T*>(dy.raw()), static_cast<const T*>(d.raw()),
-        n, activation_kind(a), alpha);
+        n, a, alpha);
   });
   CUDA_CHECK_LAUNCH();
   return true;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/activation_math.h"
 #include "engine/tensor.h"
 
 namespace tandem {
@@ -37,8 +38,6 @@ struct Pool2dParams {
   int stride_h = 2, stride_w = 2;
   int pad_h = 0, pad_w = 0;
 };
-
-enum class Activation { kRelu, kLeakyRelu, kSigmoid, kTanh };
 
 // --- The update gate: what a step's update does, decided on the device, with no wait ---
 //
@@ -224,9 +223,11 @@ class Backend {
                                const Pool2dParams& p) = 0;
 
   // --- activations (elementwise, any shape; y may alias x in forward) ---
-  // alpha: the negative slope of leaky relu, ignored otherwise.
+  // alpha: the negative slope of leaky relu, elu's alpha, ignored otherwise
+  // (engine/activation_math.h defines each kind).
   virtual void activation_forward(Tensor& y, const Tensor& x, Activation a, float alpha) = 0;
-  // dx from dy, the forward input x and output y (relu-like use x, sigmoid/tanh use y).
+  // dx from dy, the forward input x and output y (sigmoid and tanh read y, every other kind x:
+  // activation_uses_output).
   virtual void activation_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
                                    Activation a, float alpha) = 0;
 

@@ -97,6 +97,9 @@ const std::multimap<std::string, std::string> kSynonyms = {
     {"batchnormalization", "batchnorm"},
     {"bn", "batchnorm"},
     {"eltwise", "add"},
+    {"swish", "silu"},
+    {"hard_swish", "hardswish"},
+    {"hard_sigmoid", "hardsigmoid"},
     {"cuda", "gpu"}};
 
 }  // namespace

@@ -1,17 +1,25 @@
-// Elementwise activation layers through the backend's activation ops.
+// Elementwise activation layers through the backend's activation ops (engine/activation_math.h).
 #include "layers/activation.h"
+
+#include <cmath>
 
 namespace tandem {
 
 ActivationLayer::ActivationLayer(ConfigMap& args, std::string type) : type_(std::move(type)) {
-  if (type_ == "relu") kind_ = Activation::kRelu;
-  if (type_ == "sigmoid") kind_ = Activation::kSigmoid;
-  if (type_ == "tanh") kind_ = Activation::kTanh;
+  for (Activation a : kActivations)
+    if (type_ == activation_name(a)) kind_ = a;
   if (type_ == "leaky_relu") {
-    kind_ = Activation::kLeakyRelu;
     alpha_ = static_cast<float>(args.get_double("alpha", 0.01));
     if (!(alpha_ >= 0 && alpha_ < 1)) args.fail("alpha", "expected a negative slope in [0, 1)");
   }
+  if (type_ == "elu") {
+    alpha_ = static_cast<float>(args.get_double("alpha", 1.0));
+    if (!(alpha_ > 0) || !std::isfinite(alpha_))
+      args.fail("alpha", "expected a positive finite alpha, e.g. 'alpha: 1.0'");
+  }
+  // PyTorch's GELU(approximate='none' | 'tanh').
+  if (type_ == "gelu" && args.get_choice("approximate", "none", {"none", "tanh"}) == "tanh")
+    kind_ = Activation::kGeluTanh;
 }
 
 Shape ActivationLayer::setup(const Shape& in) {

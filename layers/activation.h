@@ -1,4 +1,5 @@
-// relu, leaky_relu, sigmoid and tanh: one elementwise layer class, four config names.
+// The elementwise activations (engine/activation_math.h): one layer class, a config name each:
+// relu, leaky_relu, sigmoid, tanh, relu6, silu, hardswish, hardsigmoid, gelu, elu, softplus, mish.
 #pragma once
 
 #include "engine/backend.h"
@@ -9,7 +10,8 @@ namespace tandem {
 
 class ActivationLayer : public Layer {
  public:
-  // leaky_relu takes `alpha` (the negative slope, 0.01); the others take no keys.
+  // leaky_relu takes `alpha` (the negative slope, 0.01), elu `alpha` (1.0), gelu `approximate`
+  // (none, or tanh); the others take no keys.
   ActivationLayer(ConfigMap& args, std::string type);
   std::string type() const override { return type_; }
   Shape setup(const Shape& in) override;
@@ -18,7 +20,7 @@ class ActivationLayer : public Layer {
                 Tensor* dx) override;
   int64_t flops() const override { return in_.numel(); }
   Activation kind() const { return kind_; }
-  float alpha() const { return alpha_; }  // leaky_relu's negative slope
+  float alpha() const { return alpha_; }  // leaky_relu's negative slope, elu's alpha
 
  private:
   std::string type_;

@@ -18,7 +18,11 @@ Init resolve_init(const std::string& configured, const std::string& next_type) {
   if (configured == "glorot_normal") return Init::kGlorotNormal;
   if (configured == "glorot_uniform") return Init::kGlorotUniform;
   if (configured == "pytorch") return Init::kPytorch;
-  if (next_type == "relu" || next_type == "leaky_relu") return Init::kHeUniform;
+  // He before the activations that pass positive inputs on and damp negative ones (the ReLU
+  // family); Glorot before the bounded ones (sigmoid, tanh, hardsigmoid) and anything else.
+  for (const char* relu_like :
+       {"relu", "leaky_relu", "relu6", "silu", "hardswish", "gelu", "elu", "softplus", "mish"})
+    if (next_type == relu_like) return Init::kHeUniform;
   return Init::kGlorotUniform;
 }
 

@@ -18,8 +18,11 @@ void register_builtin_layers() {
   register_layer("conv2d", [](ConfigMap& a) { return std::make_unique<Conv2d>(a); });
   for (const char* t : {"maxpool", "avgpool", "global_avgpool"})
     register_layer(t, [t](ConfigMap& a) { return std::make_unique<Pool2d>(a, t); });
-  for (const char* t : {"relu", "leaky_relu", "sigmoid", "tanh"})
+  for (Activation kind : kActivations) {
+    if (kind == Activation::kGeluTanh) continue;  // gelu: {approximate: tanh}
+    const char* t = activation_name(kind);
     register_layer(t, [t](ConfigMap& a) { return std::make_unique<ActivationLayer>(a, t); });
+  }
   register_layer("batchnorm", [](ConfigMap& a) { return std::make_unique<BatchNorm>(a); });
   register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
   register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });

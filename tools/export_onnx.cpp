@@ -11,6 +11,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -143,8 +144,8 @@ std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, fl
   throw ConfigError("layer " + std::to_string(layer.index() + 1) + " (" + layer.type() + ", " +
                         layer.name() + ") cannot be exported to ONNX: " + why,
                     "export a model of the layers ONNX expresses exactly: conv2d, dense, maxpool, "
-                    "avgpool, global_avgpool, relu, leaky_relu, sigmoid, tanh, batchnorm, dropout, "
-                    "flatten, add, concat");
+                    "avgpool, global_avgpool, the activations, batchnorm, dropout, flatten, add, "
+                    "concat");
 }
 
 // Pooling's window, stride and padding as ONNX attributes (pads: begin h, begin w, end h, end w,
@@ -157,6 +158,87 @@ void set_window(onnx::NodeProto* n, const Layer& layer, const Pool2dParams& p) {
   set_ints(n, "strides", {p.stride_h, p.stride_w});
   set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
   set_int(n, "ceil_mode", 0);
+}
+
+// An activation as the ONNX operators that compute it (opset 13): its own where ONNX has one,
+// else their composition, whose inner nodes are NAME.1, NAME.2, ... and whose last node, NAME,
+// writes `output`.
+void add_activation(GraphBuilder& b, const ActivationLayer& act, const std::string& x,
+                    const std::string& output) {
+  const std::string& name = act.name();
+  int inner = 0;
+  auto scalar = [&](const char* what, float v) {
+    return b.constant(fmt::format("{}.{}", name, what), {}, {v});
+  };
+  // An inner node; returns its output.
+  auto mid = [&](const std::string& op, const std::vector<std::string>& in,
+                 onnx::NodeProto** node = nullptr) {
+    const std::string node_name = fmt::format("{}.{}", name, ++inner);
+    const std::string out = b.unique(node_name);
+    onnx::NodeProto* n = b.node(op, node_name, in, out);
+    if (node) *node = n;
+    return out;
+  };
+  auto last = [&](const std::string& op, const std::vector<std::string>& in) {
+    return b.node(op, name, in, output);
+  };
+  // relu6(x + 3) / 6: HardSigmoid with PyTorch's slope and offset (ONNX's default alpha is 0.2).
+  auto hard_sigmoid = [&](onnx::NodeProto* n) {
+    set_float(n, "alpha", 1.f / 6.f);
+    set_float(n, "beta", 0.5f);
+  };
+  switch (act.kind()) {
+    case Activation::kRelu:
+      last("Relu", {x});
+      break;
+    case Activation::kLeakyRelu:
+      set_float(last("LeakyRelu", {x}), "alpha", act.alpha());
+      break;
+    case Activation::kSigmoid:
+      last("Sigmoid", {x});
+      break;
+    case Activation::kTanh:
+      last("Tanh", {x});
+      break;
+    case Activation::kRelu6:
+      last("Clip", {x, scalar("min", 0.f), scalar("max", 6.f)});
+      break;
+    case Activation::kSilu:
+      last("Mul", {x, mid("Sigmoid", {x})});
+      break;
+    case Activation::kHardSigmoid:
+      hard_sigmoid(last("HardSigmoid", {x}));
+      break;
+    case Activation::kHardSwish: {  // x * hardsigmoid(x); ONNX's HardSwish is opset 14
+      onnx::NodeProto* h = nullptr;
+      const std::string gate = mid("HardSigmoid", {x}, &h);
+      hard_sigmoid(h);
+      last("Mul", {x, gate});
+      break;
+    }
+    case Activation::kGelu: {  // x * 0.5 * (1 + erf(x / sqrt(2))); ONNX's Gelu is opset 20
+      const std::string e = mid("Erf", {mid("Div", {x, scalar("sqrt2", std::sqrt(2.f))})});
+      last("Mul", {mid("Mul", {x, mid("Add", {e, scalar("one", 1.f)})}), scalar("half", 0.5f)});
+      break;
+    }
+    case Activation::kGeluTanh: {  // x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+      const std::string cube = mid("Mul", {x, mid("Mul", {x, x})});
+      const std::string sum = mid("Add", {x, mid("Mul", {cube, scalar("cubic", 0.044715f)})});
+      const std::string t =
+          mid("Tanh", {mid("Mul", {sum, scalar("sqrt_2_over_pi", 0.7978845608f)})});
+      last("Mul", {mid("Mul", {x, mid("Add", {t, scalar("one", 1.f)})}), scalar("half", 0.5f)});
+      break;
+    }
+    case Activation::kElu:
+      set_float(last("Elu", {x}), "alpha", act.alpha());
+      break;
+    case Activation::kSoftplus:
+      last("Softplus", {x});
+      break;
+    case Activation::kMish:  // x * tanh(softplus(x)); ONNX's Mish is opset 18
+      last("Mul", {x, mid("Tanh", {mid("Softplus", {x})})});
+      break;
+  }
 }
 
 // Adds the nodes of one layer, reading `inputs` and writing `output`.
@@ -195,20 +277,7 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
       refuse(layer, "its window is not the whole input");
     b.node("GlobalAveragePool", name, in, output);
   } else if (auto* act = dynamic_cast<ActivationLayer*>(&layer)) {
-    switch (act->kind()) {
-      case Activation::kRelu:
-        b.node("Relu", name, in, output);
-        break;
-      case Activation::kLeakyRelu:
-        set_float(b.node("LeakyRelu", name, in, output), "alpha", act->alpha());
-        break;
-      case Activation::kSigmoid:
-        b.node("Sigmoid", name, in, output);
-        break;
-      case Activation::kTanh:
-        b.node("Tanh", name, in, output);
-        break;
-    }
+    add_activation(b, *act, in[0], output);
   } else if (auto* bn = dynamic_cast<BatchNorm*>(&layer); bn && type == "batchnorm") {
     // Inference form: y = scale * (x - running_mean) / sqrt(running_var + eps) + B, per channel
     // (axis 1) of (N,C,H,W) or (N,C).

@@ -274,8 +274,7 @@ TEST_P(Ops16Test, MatrixProductsOfADenseLayerMatchReference) {
 TEST_P(Ops16Test, ActivationsMatchReference) {
   const Shape s{2, 5, 3, 4};
   const Floats x = rounded(random(s.numel(), 50, -3.f, 3.f)), dy = rounded(random(s.numel(), 51));
-  for (Activation a :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     SCOPED_TRACE(static_cast<int>(a));
     Tensor tx = upload16(s, x), y = output16(s), dx = output16(s);
     be().activation_forward(y, tx, a, 0.1f);

@@ -59,6 +59,9 @@ const std::vector<std::pair<std::string, std::string>> kOperators = {
     {"LeakyRelu", "leakyrelu"},
     {"Sigmoid", "sigmoid"},
     {"Tanh", "tanh"},
+    {"Elu", "elu"},
+    {"HardSwish", "hardswish"},
+    {"Softplus", "softplus"},
     {"Gemm", "gemm"},
     {"BatchNormalization", "batchnorm"},
     {"Softmax", "softmax"},
@@ -394,14 +397,18 @@ std::vector<HostTensor> OnnxConformance::run(const onnx::NodeProto& n, int opset
     be().pool2d_forward(y, x, pp);
     return {download(y, yd)};
   }
-  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh") {
+  if (op == "Relu" || op == "LeakyRelu" || op == "Sigmoid" || op == "Tanh" || op == "Elu" ||
+      op == "HardSwish" || op == "Softplus") {
     const Activation a = op == "Relu"        ? Activation::kRelu
                          : op == "LeakyRelu" ? Activation::kLeakyRelu
                          : op == "Sigmoid"   ? Activation::kSigmoid
-                                             : Activation::kTanh;
+                         : op == "Tanh"      ? Activation::kTanh
+                         : op == "Elu"       ? Activation::kElu
+                         : op == "HardSwish" ? Activation::kHardSwish
+                                             : Activation::kSoftplus;
     const Shape flat{in[0].numel()};  // elementwise: any shape
     Tensor x = upload(flat, in[0].values), y = output(flat);
-    be().activation_forward(y, x, a, get_float(n, "alpha", 0.01f));
+    be().activation_forward(y, x, a, get_float(n, "alpha", op == "Elu" ? 1.f : 0.01f));
     return {download(y, xd)};
   }
   if (op == "Gemm") {

@@ -122,11 +122,11 @@ TEST_P(ElementwiseTest, CopyColumnsCopiesARunOfEveryRowOnly) {
     int64_t dst_col, src_col, cols;
   };
   uint32_t seed = 30;
-  for (const Case& c : {Case{{4, 3, 5, 5}, {4, 2, 5, 5}, 25, 0, 50},   // concat: channels 1..2
-                        Case{{4, 2, 5, 5}, {4, 3, 5, 5}, 0, 25, 50},   // its backward
-                        Case{{130, 96}, {130, 7}, 89, 0, 7},           // flat, odd sizes
-                        Case{{3, 10}, {3, 4}, 2, 1, 0},                // nothing
-                        Case{{1, 9}, {1, 9}, 0, 0, 9}}) {              // one whole row
+  for (const Case& c : {Case{{4, 3, 5, 5}, {4, 2, 5, 5}, 25, 0, 50},  // concat: channels 1..2
+                        Case{{4, 2, 5, 5}, {4, 3, 5, 5}, 0, 25, 50},  // its backward
+                        Case{{130, 96}, {130, 7}, 89, 0, 7},          // flat, odd sizes
+                        Case{{3, 10}, {3, 4}, 2, 1, 0},               // nothing
+                        Case{{1, 9}, {1, 9}, 0, 0, 9}}) {             // one whole row
     SCOPED_TRACE(c.dst.str() + " <- " + c.src.str());
     Floats dst = random(c.dst.numel(), seed++), src = random(c.src.numel(), seed++);
     Tensor td = upload(c.dst, dst), ts = upload(c.src, src);
@@ -135,7 +135,8 @@ TEST_P(ElementwiseTest, CopyColumnsCopiesARunOfEveryRowOnly) {
     const int64_t rows = c.dst[0], dr = c.dst.numel() / rows, sr = c.src.numel() / rows;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < c.cols; ++j)
-        want[static_cast<size_t>(r * dr + c.dst_col + j)] = src[static_cast<size_t>(r * sr + c.src_col + j)];
+        want[static_cast<size_t>(r * dr + c.dst_col + j)] =
+            src[static_cast<size_t>(r * sr + c.src_col + j)];
     EXPECT_EQ(download(td), want);
   }
   Tensor a = output({2, 6}), b = output({3, 4});
@@ -177,8 +178,7 @@ class ActivationTest : public BackendTest {};
 TEST_P(ActivationTest, ForwardAndBackwardMatchReference) {
   const float kAlpha = 0.1f;
   uint32_t seed = 1;
-  for (Activation a :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     for (const Shape& s : {Shape{1003}, Shape{2, 3, 5, 7}}) {
       SCOPED_TRACE(std::to_string(static_cast<int>(a)) + " " + s.str());
       Floats x = random(s.numel(), seed++, -4.f, 4.f), dy = random(s.numel(), seed++);
@@ -199,8 +199,7 @@ TEST_P(ActivationTest, ForwardPassesANaNOnAndTakesInfinitiesToTheLimits) {
   Floats x = random(1003, 8, -4.f, 4.f);
   for (size_t i = 0; i < x.size(); i += 3) x[i] = i % 2 ? NAN : (i % 9 ? kInf : -kInf);
   Tensor tx = upload({1003}, x), y = output({1003});
-  for (Activation a :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     SCOPED_TRACE(static_cast<int>(a));
     be().activation_forward(y, tx, a, kAlpha);
     Floats got = download(y);
@@ -222,8 +221,7 @@ TEST_P(ActivationTest, BackwardPassesANonFiniteGradientOn) {
   Floats x = random(1003, 9, -4.f, 4.f), dy = random(1003, 10);
   for (size_t i = 0; i < dy.size(); i += 5) dy[i] = i % 2 ? NAN : HUGE_VALF;
   Tensor tx = upload({1003}, x), y = output({1003}), g = upload({1003}, dy), dx = output({1003});
-  for (Activation a :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     SCOPED_TRACE(static_cast<int>(a));
     be().activation_forward(y, tx, a, kAlpha);
     be().activation_backward(dx, g, tx, y, a, kAlpha);

@@ -75,49 +75,54 @@ class KernelMath : public BackendTest {
 TEST_F(KernelMath, ActivationsAndTheirGradientsMatchTheCpuInEveryDtype) {
   const int64_t n = 1031;  // odd, not a multiple of any vector width
   const Floats x0 = activation_inputs(n, 1), g0 = random(n, 2, -2.f, 2.f);
-  const struct {
-    Activation a;
-    int kind;
-    float alpha;
-  } cases[] = {{Activation::kRelu, kernel::kRelu, 0.f},
-               {Activation::kLeakyRelu, kernel::kLeakyRelu, 0.1f},
-               {Activation::kSigmoid, kernel::kSigmoid, 0.f},
-               {Activation::kTanh, kernel::kTanh, 0.f}};
+  const float alpha = 0.1f;  // leaky relu's slope, elu's alpha
   for (Kind k : {Kind::kF32, Kind::kBF16, Kind::kF16}) {
     Floats x(x0), g(g0);
     for (float& v : x) v = round_to(k, v);  // the kernel reads T values
     for (float& v : g) v = round_to(k, v);
-    for (const auto& c : cases) {
-      SCOPED_TRACE(std::string(kind_name(k)) + " activation " + std::to_string(c.kind));
+    for (Activation a : kActivations) {
+      SCOPED_TRACE(std::string(kind_name(k)) + " activation " + activation_name(a));
       // The CPU's fp32 op on the same T values, rounded to T once, as the kernel writes.
       Tensor tx = upload({n}, x), ty = output({n});
-      be().activation_forward(ty, tx, c.a, c.alpha);
+      be().activation_forward(ty, tx, a, alpha);
       Floats y = download(ty);
       for (float& v : y) v = round_to(k, v);
       int bad = 0;
+      // The CPU runs oneDNN's approximations of these (its erf, exp and log1p in the tails are
+      // good to about 1e-6 of the input's scale, not to a few units): that much apart passes.
+      const bool approximated = a == Activation::kSilu || a == Activation::kGelu ||
+                                a == Activation::kGeluTanh || a == Activation::kSoftplus ||
+                                a == Activation::kMish;
+      auto close = [&](float host, float cpu, float x_i, float scale) {
+        return approximated && std::fabs(static_cast<double>(host) - cpu) <=
+                                   2e-6 * (1 + std::fabs(x_i)) * scale + ulp(k, cpu);
+      };
       for (int64_t i = 0; i < n; ++i) {
-        const float host = round_to(k, kernel::activation_value(c.kind, x[i], c.alpha));
+        const float host = round_to(k, activation_value(a, x[i], alpha));
         // fp32: libm's and oneDNN's exp and tanh may differ in the last bits; a 16-bit result
         // can then round either way: one unit of T.
-        if (!within_ulps(k, host, y[i], k == Kind::kF32 ? 8 : 1) && ++bad <= 3)
+        if (!within_ulps(k, host, y[i], k == Kind::kF32 ? 8 : 1) && !close(host, y[i], x[i], 1.f) &&
+            ++bad <= 3)
           ADD_FAILURE() << "forward at " << i << " (x " << x[i]
                         << "): " << within_ulps(k, host, y[i], 1).message();
       }
       // The gradient reads x (relu family) or y (sigmoid, tanh): both given as the kernel sees
       // them.
       Tensor tdy = upload({n}, g), tyr = upload({n}, y), tdx = output({n});
-      be().activation_backward(tdx, tdy, tx, tyr, c.a, c.alpha);
+      be().activation_backward(tdx, tdy, tx, tyr, a, alpha);
       Floats dx = download(tdx);
-      const bool reads_y = c.kind == kernel::kSigmoid || c.kind == kernel::kTanh;
+      const bool reads_y = activation_uses_output(a);
       for (int64_t i = 0; i < n; ++i) {
-        const float host =
-            round_to(k, kernel::activation_grad(c.kind, g[i], reads_y ? y[i] : x[i], c.alpha));
+        // At a NaN x those formulas give NaN or g: PyTorch's and oneDNN's differ there too.
+        if (approximated && std::isnan(x[i])) continue;
+        const float host = round_to(k, activation_grad(a, g[i], reads_y ? y[i] : x[i], alpha));
         const float cpu = round_to(k, dx[i]);
         // sigmoid's y (1 - y) and tanh's 1 - y^2 cancel where y nears 1: a formula of the same
         // y in another order (oneDNN's) differs by about |g| * ulp(1) there.
         const double cancel = reads_y ? 4 * std::fabs(g[i]) * ulp(Kind::kF32, 1.f) : 0.0;
         const bool ok = within_ulps(k, host, cpu, k == Kind::kF32 ? 4 : 1) ||
-                        std::fabs(static_cast<double>(host) - cpu) <= cancel + ulp(k, cpu);
+                        std::fabs(static_cast<double>(host) - cpu) <= cancel + ulp(k, cpu) ||
+                        close(host, cpu, x[i], std::max(1.f, std::fabs(g[i])));
         if (!ok && ++bad <= 3)
           ADD_FAILURE() << "backward at " << i << " (x " << x[i] << ", g " << g[i]
                         << "): " << within_ulps(k, host, cpu, 1).message();
@@ -126,10 +131,10 @@ TEST_F(KernelMath, ActivationsAndTheirGradientsMatchTheCpuInEveryDtype) {
     }
   }
   // A NaN input: relu passes it forward and passes its gradient back, as the CPU does.
-  EXPECT_TRUE(std::isnan(kernel::activation_value(kernel::kRelu, NAN, 0.f)));
-  EXPECT_EQ(kernel::activation_grad(kernel::kRelu, 0.5f, NAN, 0.f), 0.5f);
-  EXPECT_EQ(kernel::activation_grad(kernel::kLeakyRelu, 0.5f, NAN, 0.1f), 0.5f);
-  EXPECT_TRUE(std::isnan(kernel::activation_grad(kernel::kRelu, NAN, -1.f, 0.f)));  // 0 * NaN
+  EXPECT_TRUE(std::isnan(activation_value(Activation::kRelu, NAN, 0.f)));
+  EXPECT_EQ(activation_grad(Activation::kRelu, 0.5f, NAN, 0.f), 0.5f);
+  EXPECT_EQ(activation_grad(Activation::kLeakyRelu, 0.5f, NAN, 0.1f), 0.5f);
+  EXPECT_TRUE(std::isnan(activation_grad(Activation::kRelu, NAN, -1.f, 0.f)));  // 0 * NaN
 }
 
 // Conversions place element i (logical NCHW order) at element_offset in a channels-last tensor:

@@ -304,8 +304,7 @@ TEST_F(Parity, PoolingForwardAndBackwardWithTies) {
 
 TEST_F(Parity, ActivationsForwardAndBackward) {
   const Shape s{4, 6, 5, 5};
-  for (Activation a :
-       {Activation::kRelu, Activation::kLeakyRelu, Activation::kSigmoid, Activation::kTanh}) {
+  for (Activation a : kActivations) {
     Pair x = make(s, random(s.numel(), 31, -4.f, 4.f)), y = make(s, 32), dy = make(s, 33);
     Pair dx = make(s, 34);
     cpu_->activation_forward(y.c, x.c, a, 0.1f);

@@ -1,10 +1,12 @@
 // The Philox RNG: known-answer vectors, determinism, and the statistics init relies on.
+#include "engine/rng.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "engine/graph.h"
-#include "engine/rng.h"
+#include "layers/init_choice.h"
 
 namespace tandem {
 namespace {
@@ -16,8 +18,8 @@ TEST(Philox, MatchesTheRandom123KnownAnswers) {
   EXPECT_EQ(zero.v[1], 0xe169c58du);
   EXPECT_EQ(zero.v[2], 0xbc57ac4cu);
   EXPECT_EQ(zero.v[3], 0x9b00dbd8u);
-  Philox4 ones = philox4x32_10(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu,
-                               0xffffffffffffffffull);
+  Philox4 ones =
+      philox4x32_10(0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffffffffffull);
   EXPECT_EQ(ones.v[0], 0x408f276du);
   EXPECT_EQ(ones.v[1], 0x41c83b0eu);
   EXPECT_EQ(ones.v[2], 0xa20bc7c6u);
@@ -59,6 +61,17 @@ TEST(Init, HeNormalHasTheVarianceOfItsFanIn) {
   EXPECT_NEAR(sq / static_cast<double>(v.size()), 2.0 / 100, 0.002);
   EXPECT_EQ(v, Graph::initial_values(p, 42, 1));  // same seed and stream, same weights
   EXPECT_NE(v, Graph::initial_values(p, 42, 2));
+}
+
+// Unless a layer names its init: He uniform before the ReLU family, Glorot before the bounded
+// activations and anything else (bench/tandem_torch.py follows the same rule).
+TEST(Init, TheReluFamilyGetsHeUniformTheBoundedActivationsGlorot) {
+  for (const char* next :
+       {"relu", "leaky_relu", "relu6", "silu", "hardswish", "gelu", "elu", "softplus", "mish"})
+    EXPECT_EQ(resolve_init("", next), Init::kHeUniform) << next;
+  for (const char* next : {"sigmoid", "tanh", "hardsigmoid", "dense", "batchnorm", ""})
+    EXPECT_EQ(resolve_init("", next), Init::kGlorotUniform) << next;
+  EXPECT_EQ(resolve_init("pytorch", "relu"), Init::kPytorch);
 }
 
 TEST(Init, GlorotUniformStaysWithinItsBound) {

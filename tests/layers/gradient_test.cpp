@@ -279,6 +279,34 @@ TEST_P(LayerGradient, Tanh) {
        }});
 }
 
+// The kinds after the first four, each as its config writes it: x near 0 crosses relu6's kink
+// (kink-free input there), hardswish and hardsigmoid are checked on their middle piece.
+TEST_P(LayerGradient, ModernActivations) {
+  const struct {
+    const char* yaml;
+    Activation kind;
+    double alpha;
+  } cases[] = {{"relu6", Activation::kRelu6, 0},
+               {"silu", Activation::kSilu, 0},
+               {"hardswish", Activation::kHardSwish, 0},
+               {"hardsigmoid", Activation::kHardSigmoid, 0},
+               {"gelu", Activation::kGelu, 0},
+               {"gelu: {approximate: tanh}", Activation::kGeluTanh, 0},
+               {"elu: {alpha: 0.7}", Activation::kElu, 0.7},
+               {"softplus", Activation::kSoftplus, 0},
+               {"mish", Activation::kMish, 0}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.yaml);
+    const Activation kind = c.kind;
+    const double alpha = c.alpha;
+    run({activation_name(kind), c.yaml, Shape{3, 4, 5},
+         [kind, alpha](const Floats& x, const std::vector<Floats>&) {
+           return act_ref(x, kind, alpha);
+         },
+         kind == Activation::kRelu6});
+  }
+}
+
 TEST_P(LayerGradient, Dropout) {
   // Context seed 7, step 3, layer index 0: the stream the layer documents.
   const uint64_t stream = (3ull << 16) | 0;

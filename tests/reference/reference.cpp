@@ -146,6 +146,11 @@ Doubles pool2d_backward(const Floats& dy, const Floats& x, int64_t n, int64_t c,
 
 namespace {
 
+const double kPi = 3.14159265358979323846;
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double softplus(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+
 double act(double x, Activation a, double alpha) {
   switch (a) {
     case Activation::kRelu:  // a NaN passes on (x <= 0 is false for it), as in PyTorch
@@ -153,9 +158,67 @@ double act(double x, Activation a, double alpha) {
     case Activation::kLeakyRelu:
       return x <= 0 ? alpha * x : x;
     case Activation::kSigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
+      return sigmoid(x);
     case Activation::kTanh:
       return std::tanh(x);
+    case Activation::kRelu6:
+      return std::min(std::max(x, 0.0), 6.0);
+    case Activation::kSilu:
+      return x * sigmoid(x);
+    case Activation::kHardSwish:
+      return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case Activation::kHardSigmoid:
+      return std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case Activation::kGelu:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kGeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / kPi) * (x + 0.044715 * x * x * x)));
+    case Activation::kElu:
+      return x > 0 ? x : alpha * std::expm1(x);
+    case Activation::kSoftplus:
+      return softplus(x);
+    case Activation::kMish:
+      return x * std::tanh(softplus(x));
+  }
+  return 0;
+}
+
+// The derivative at x (PyTorch's at the kinks: relu6 and hardsigmoid 0 at their ends, hardswish
+// the middle piece's at -3 and 3).
+double act_slope(double x, Activation a, double alpha) {
+  const double y = act(x, a, alpha);
+  switch (a) {
+    case Activation::kRelu:
+      return x > 0 ? 1.0 : 0.0;
+    case Activation::kLeakyRelu:
+      return x > 0 ? 1.0 : alpha;
+    case Activation::kSigmoid:
+      return y * (1 - y);
+    case Activation::kTanh:
+      return 1 - y * y;
+    case Activation::kRelu6:
+      return x > 0 && x < 6 ? 1.0 : 0.0;
+    case Activation::kSilu:
+      return sigmoid(x) * (1 + x * (1 - sigmoid(x)));
+    case Activation::kHardSwish:
+      return x < -3 ? 0.0 : x <= 3 ? x / 3 + 0.5 : 1.0;
+    case Activation::kHardSigmoid:
+      return x > -3 && x < 3 ? 1.0 / 6 : 0.0;
+    case Activation::kGelu:
+      return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) +
+             x * std::exp(-0.5 * x * x) / std::sqrt(2 * kPi);
+    case Activation::kGeluTanh: {
+      const double k = std::sqrt(2 / kPi), t = std::tanh(k * (x + 0.044715 * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
+    }
+    case Activation::kElu:
+      return x > 0 ? 1.0 : alpha * std::exp(x);
+    case Activation::kSoftplus:
+      return x > 20 ? 1.0 : sigmoid(x);
+    case Activation::kMish: {
+      const double t = std::tanh(softplus(x));
+      return t + x * (1 - t * t) * sigmoid(x);
+    }
   }
   return 0;
 }
@@ -170,24 +233,7 @@ Doubles activation_forward(const Floats& x, Activation a, double alpha) {
 
 Doubles activation_backward(const Floats& dy, const Floats& x, Activation a, double alpha) {
   Doubles dx(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    double y = act(x[i], a, alpha), d = 0;
-    switch (a) {
-      case Activation::kRelu:
-        d = x[i] > 0 ? 1.0 : 0.0;
-        break;
-      case Activation::kLeakyRelu:
-        d = x[i] > 0 ? 1.0 : alpha;
-        break;
-      case Activation::kSigmoid:
-        d = y * (1 - y);
-        break;
-      case Activation::kTanh:
-        d = 1 - y * y;
-        break;
-    }
-    dx[i] = dy[i] * d;
-  }
+  for (size_t i = 0; i < x.size(); ++i) dx[i] = dy[i] * act_slope(x[i], a, alpha);
   return dx;
 }
 

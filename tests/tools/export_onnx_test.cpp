@@ -271,6 +271,37 @@ TEST(ExportOnnx, EveryLayerTypeRunsInOnnxRuntimeAsPredictComputesIt) {
   expect_runtime_equals_predict(dir, "opset17", " --opset 17");
 }
 
+// Every activation, each on its own branch of one dense layer's output, in ONNX Runtime: the
+// operators or compositions export writes compute what tandem computes.
+const char kEveryActivation[] = R"(name: every_activation
+input: {shape: [1, 6, 5]}
+layers:
+  - flatten
+  - {dense: {units: 8}, name: d}
+  - {relu6: {}, inputs: [d], name: a1}
+  - {silu: {}, inputs: [d], name: a2}
+  - {hardswish: {}, inputs: [d], name: a3}
+  - {hardsigmoid: {}, inputs: [d], name: a4}
+  - {gelu: {}, inputs: [d], name: a5}
+  - {gelu: {approximate: tanh}, inputs: [d], name: a6}
+  - {elu: {alpha: 0.5}, inputs: [d], name: a7}
+  - {softplus: {}, inputs: [d], name: a8}
+  - {mish: {}, inputs: [d], name: a9}
+  - {concat: {}, inputs: [a1, a2, a3, a4, a5, a6, a7, a8, a9]}
+  - dense: {units: 3}
+data: {format: synthetic, classes: 3, train_size: 32, test_size: 8, seed: 2}
+train: {epochs: 1, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4}
+)";
+
+TEST(ExportOnnx, EveryActivationRunsInOnnxRuntimeAsPredictComputesIt) {
+  SKIP_WITHOUT_ONNX_RUNTIME();
+  const std::string dir = test::fresh_dir("ckpt");
+  const std::string config = test::write_temp_file("every_activation.yaml", kEveryActivation);
+  const test::CliResult r = run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_runtime_equals_predict(dir, "activations");
+}
+
 // The file's form, read back with the ONNX library: what a runtime needs to use it.
 TEST(ExportOnnx, WritesIrVersion8Opset13DynamicBatchAndMetadata) {
   const std::string dir = test::fresh_dir("ckpt");
