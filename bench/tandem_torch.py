@@ -12,7 +12,7 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
   * when every layer takes the previous one, build_model returns an nn.Sequential; otherwise a
     BranchingModel (the layer modules in an nn.ModuleList plus each one's input indices; forward
     runs them in list order, keeping every output; the model's output is the last layer's);
-  * conv2d {filters, kernel, stride: 1, padding: 0, dilation: 1, bias: true}
+  * conv2d {filters, kernel, stride: 1, padding: 0, dilation: 1, groups: 1, bias: true}
     dense {units, bias: true}            (a dense layer on a non-flat input flattens it first)
     maxpool / avgpool {kernel, stride: kernel, padding: 0}   (avgpool excludes padding)
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
@@ -64,7 +64,7 @@ def _pair(v, what):
 
 
 _KEYS = {
-    "conv2d": {"filters", "kernel", "stride", "padding", "dilation", "bias", "init"},
+    "conv2d": {"filters", "kernel", "stride", "padding", "dilation", "groups", "bias", "init"},
     "dense": {"units", "bias", "init"},
     "maxpool": {"kernel", "stride", "padding"},
     "avgpool": {"kernel", "stride", "padding"},
@@ -235,6 +235,7 @@ def _make_layer(i, typ, a, shape, he):
                       stride=_pair(a.get("stride", 1), "stride"),
                       padding=_pair(a.get("padding", 0), "padding"),
                       dilation=_pair(a.get("dilation", 1), "dilation"),
+                      groups=int(a.get("groups", 1)),
                       bias=bool(a.get("bias", True)))
         _init_weight(m.weight, he, a.get("init"), f"layer {i} ({typ}): init")
         if m.bias is not None:

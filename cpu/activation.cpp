@@ -111,8 +111,10 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
       placed("activation_forward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop");
     const float* xp = x.data();
     float* yp = y.data();
+    with_activation(a, [&](auto kind) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
-    for (int64_t i = 0; i < n; ++i) yp[i] = activation_value(a, xp[i], alpha);
+      for (int64_t i = 0; i < n; ++i) yp[i] = activation_value(kind, xp[i], alpha);
+    });
     return;
   }
   const std::string key = eltwise_key(a, alpha, n);
@@ -158,8 +160,10 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
     const float* g = dy.data();
     const float* d = data.data();
     float* out = dx.data();
+    with_activation(a, [&](auto kind) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
-    for (int64_t i = 0; i < n; ++i) out[i] = activation_grad(a, g[i], d[i], alpha);
+      for (int64_t i = 0; i < n; ++i) out[i] = activation_grad(kind, g[i], d[i], alpha);
+    });
     return;
   }
   const DType dt = bf16 ? DType::kBF16 : DType::kF32;

@@ -32,14 +32,18 @@ struct ConvGeometry {
 ConvGeometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv2dParams& p) {
   TANDEM_CHECK(x.rank() == 4 && w.rank() == 4 && y.rank() == 4,
                "conv2d wants 4-D tensors, got " + x.str() + ", " + w.str() + ", " + y.str());
-  TANDEM_CHECK(x[1] == w[1] && y[0] == x[0] && y[1] == w[0],
-               "conv2d shapes " + x.str() + " * " + w.str() + " -> " + y.str());
+  TANDEM_CHECK(p.groups >= 1 && x[1] == w[1] * p.groups && w[0] % p.groups == 0 && y[0] == x[0] &&
+                   y[1] == w[0],
+               "conv2d shapes " + x.str() + " * " + w.str() + " -> " + y.str() + " in " +
+                   std::to_string(p.groups) + " groups");
   TANDEM_CHECK(y[2] == conv_out_size(x[2], w[2], p.stride_h, p.pad_h, p.dilation_h) &&
                    y[3] == conv_out_size(x[3], w[3], p.stride_w, p.pad_w, p.dilation_w),
                "conv2d output " + y.str() + " does not match input " + x.str());
   ConvGeometry g;
   g.src = {x[0], x[1], x[2], x[3]};
-  g.wei = {w[0], w[1], w[2], w[3]};
+  // Grouped: oneDNN's (G, K/G, C/G, R, S), whose plain order (goihw) is tandem's (K, C/G, R, S).
+  g.wei = p.groups == 1 ? memory::dims{w[0], w[1], w[2], w[3]}
+                        : memory::dims{p.groups, w[0] / p.groups, w[1], w[2], w[3]};
   g.dst = {y[0], y[1], y[2], y[3]};
   g.bias = {w[0]};
   g.strides = {p.stride_h, p.stride_w};
@@ -48,6 +52,7 @@ ConvGeometry geometry(const Shape& x, const Shape& w, const Shape& y, const Conv
   g.pad_r = {p.pad_h, p.pad_w};  // floor mode: the division drops any excess on the right
   auto pair = [](int a, int b) { return std::to_string(a) + "," + std::to_string(b); };
   g.desc = x.str() + "x" + w.str();
+  if (p.groups != 1) g.desc += " g" + std::to_string(p.groups);
   g.key = g.desc + " s" + pair(p.stride_h, p.stride_w) + " p" + pair(p.pad_h, p.pad_w) + " d" +
           pair(p.dilation_h, p.dilation_w);
   return g;

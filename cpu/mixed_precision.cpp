@@ -267,9 +267,11 @@ void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a,
       for (int64_t i = 0; i < n; ++i) yp[i] = f32_to_bf16(std::tanh(bf16_to_f32(xp[i])));
       break;
     default:  // widened, computed in fp32 as activation_math.h defines it, rounded once
-#pragma omp parallel for schedule(static) if (n > 16384)
-      for (int64_t i = 0; i < n; ++i)
-        yp[i] = f32_to_bf16(activation_value(a, bf16_to_f32(xp[i]), alpha));
+      with_activation(a, [&](auto kind) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
+        for (int64_t i = 0; i < n; ++i)
+          yp[i] = f32_to_bf16(activation_value(kind, bf16_to_f32(xp[i]), alpha));
+      });
       break;
   }
   if (b.tracing_placement())
@@ -313,9 +315,11 @@ void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tens
       }
       break;
     default:
-#pragma omp parallel for schedule(static) if (n > 16384)
-      for (int64_t i = 0; i < n; ++i)
-        out[i] = f32_to_bf16(activation_grad(a, bf16_to_f32(g[i]), bf16_to_f32(d[i]), alpha));
+      with_activation(a, [&](auto kind) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
+        for (int64_t i = 0; i < n; ++i)
+          out[i] = f32_to_bf16(activation_grad(kind, bf16_to_f32(g[i]), bf16_to_f32(d[i]), alpha));
+      });
       break;
   }
   if (b.tracing_placement())

@@ -114,8 +114,9 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
                                    const Conv2dParams& p, DType dtype) {
   TANDEM_CHECK(x.shape().rank() == 4 && w.shape().rank() == 4 && y.shape().rank() == 4,
                "conv2d tensors must be 4-D");
-  TANDEM_CHECK(x.dim(1) == w.dim(1),
-               "conv2d channels of x " + x.shape().str() + " and w " + w.shape().str());
+  TANDEM_CHECK(p.groups >= 1 && x.dim(1) == w.dim(1) * p.groups && w.dim(0) % p.groups == 0,
+               "conv2d channels of x " + x.shape().str() + " and w " + w.shape().str() + " in " +
+                   std::to_string(p.groups) + " groups");
   Shape expected{
       x.dim(0), w.dim(0),
       conv_out_size(x.dim(2), static_cast<int>(w.dim(2)), p.stride_h, p.pad_h, p.dilation_h),
@@ -127,7 +128,7 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
   const int64_t dt = static_cast<int64_t>(dtype), order = static_cast<int64_t>(layout);
   ConvKey key{x.dim(0),     x.dim(1),     x.dim(2),   x.dim(3),   w.dim(0), w.dim(1),
               w.dim(2),     w.dim(3),     p.stride_h, p.stride_w, p.pad_h,  p.pad_w,
-              p.dilation_h, p.dilation_w, dt,         order};
+              p.dilation_h, p.dilation_w, p.groups,   dt,         order};
   auto it = conv_cache_.find(key);
   if (it != conv_cache_.end()) return *it->second;
 
@@ -153,6 +154,8 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(e->conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                                               p.dilation_h, p.dilation_w, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT));
+  // Grouped and depthwise: cuDNN's own (the filter's C is the group's channels).
+  if (p.groups != 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(e->conv, p.groups));
   // FMA_MATH forbids TF32 tensor cores; DEFAULT_MATH lets cuDNN use them for fp32 (Ampere+).
   // 16-bit data: TENSOR_OP_MATH, its tensor cores (not TF32; conv.cu sets each pass's own).
   CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv, low             ? CUDNN_TENSOR_OP_MATH
@@ -167,6 +170,7 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
                          p.stride_h, p.stride_w, p.pad_h, p.pad_w);
   if (p.dilation_h != 1 || p.dilation_w != 1)
     e->shape += fmt::format(" dil {}x{}", p.dilation_h, p.dilation_w);
+  if (p.groups != 1) e->shape += fmt::format(" groups {}", p.groups);
   if (low) e->shape += fmt::format(" {} nhwc", dtype_name(dtype));
   ConvEntry& ref = *e;
   conv_order_.push_back(&ref);

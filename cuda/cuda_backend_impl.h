@@ -94,7 +94,7 @@ struct PoolEntry {
   cudnnPoolingDescriptor_t pool = nullptr;
 };
 
-using ConvKey = std::array<int64_t, 16>;  // shapes, parameters, compute dtype and layout
+using ConvKey = std::array<int64_t, 17>;  // shapes, parameters, compute dtype and layout
 using PoolKey = std::array<int64_t, 12>;
 
 class CudaBackend : public Backend {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define TANDEM_ACTIVATION_HD __host__ __device__ __forceinline__
@@ -102,8 +103,10 @@ TANDEM_ACTIVATION_HD float activation_value(Activation a, float v, float alpha) 
       return v <= 0.f ? 0.f : v >= 6.f ? 6.f : v;
     case Activation::kSilu:
       return v * sigmoid(v);
-    case Activation::kHardSwish:  // PyTorch's product: -inf gives NaN (-inf * 0) there too
-      return v * fminf(fmaxf(v + 3.f, 0.f), 6.f) / 6.f;
+    case Activation::kHardSwish: {  // PyTorch's product: -inf gives NaN (-inf * 0) there too
+      const float r = v + 3.f;      // relu6 of it by comparisons, which vectorise (fmaxf does not)
+      return v * (r <= 0.f ? 0.f : r >= 6.f ? 6.f : r) / 6.f;
+    }
     case Activation::kHardSigmoid:
       return v <= -3.f ? 0.f : v >= 3.f ? 1.f : v / 6.f + 0.5f;
     case Activation::kGelu:  // 1 + erf(x / sqrt 2) as erfc(-x / sqrt 2): no cancellation below 0
@@ -134,8 +137,8 @@ TANDEM_ACTIVATION_HD float activation_grad(Activation a, float g, float d, float
       return g * d * (1.f - d);
     case Activation::kTanh:
       return g * (1.f - d * d);
-    case Activation::kRelu6:
-      return g * (d <= 0.f || d >= 6.f ? 0.f : 1.f);
+    case Activation::kRelu6:  // | and & rather than || and &&: no branch, so the loop vectorises
+      return g * ((d <= 0.f) | (d >= 6.f) ? 0.f : 1.f);
     case Activation::kSilu: {
       const float s = sigmoid(d);
       return g * s * (1.f + d * (1.f - s));
@@ -143,7 +146,7 @@ TANDEM_ACTIVATION_HD float activation_grad(Activation a, float g, float d, float
     case Activation::kHardSwish:
       return g * (d < -3.f ? 0.f : d <= 3.f ? d / 3.f + 0.5f : 1.f);
     case Activation::kHardSigmoid:
-      return g * (d > -3.f && d < 3.f ? 1.f / 6.f : 0.f);
+      return g * ((d > -3.f) & (d < 3.f) ? 1.f / 6.f : 0.f);
     case Activation::kGelu:
       return g * (0.5f * erfcf(-d * kSqrtHalf) + d * kInvSqrtTwoPi * expf(-0.5f * d * d));
     case Activation::kGeluTanh: {  // d/dx x s(2u) = s + x s (1 - s) 2u'
@@ -161,6 +164,43 @@ TANDEM_ACTIVATION_HD float activation_grad(Activation a, float g, float d, float
     }
   }
   return g;
+}
+
+// Calls f(std::integral_constant<Activation, a>{}): a loop over elements written once for every
+// kind, with the kind a constant inside it, so that the compiler drops the other kinds' branches
+// and vectorises each loop (a switch on a variable kind in the loop's body keeps it scalar).
+template <typename F>
+decltype(auto) with_activation(Activation a, F&& f) {
+  using A = Activation;
+  switch (a) {
+    case A::kRelu:
+      return f(std::integral_constant<A, A::kRelu>{});
+    case A::kLeakyRelu:
+      return f(std::integral_constant<A, A::kLeakyRelu>{});
+    case A::kSigmoid:
+      return f(std::integral_constant<A, A::kSigmoid>{});
+    case A::kTanh:
+      return f(std::integral_constant<A, A::kTanh>{});
+    case A::kRelu6:
+      return f(std::integral_constant<A, A::kRelu6>{});
+    case A::kSilu:
+      return f(std::integral_constant<A, A::kSilu>{});
+    case A::kHardSwish:
+      return f(std::integral_constant<A, A::kHardSwish>{});
+    case A::kHardSigmoid:
+      return f(std::integral_constant<A, A::kHardSigmoid>{});
+    case A::kGelu:
+      return f(std::integral_constant<A, A::kGelu>{});
+    case A::kGeluTanh:
+      return f(std::integral_constant<A, A::kGeluTanh>{});
+    case A::kElu:
+      return f(std::integral_constant<A, A::kElu>{});
+    case A::kSoftplus:
+      return f(std::integral_constant<A, A::kSoftplus>{});
+    case A::kMish:
+      break;
+  }
+  return f(std::integral_constant<A, A::kMish>{});
 }
 
 }  // namespace tandem

@@ -28,6 +28,9 @@ struct Conv2dParams {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;
   int dilation_h = 1, dilation_w = 1;
+  // The channels in this many groups, each convolved with its own K / groups filters of
+  // C / groups channels (w is (K, C / groups, R, S)); groups = C is a depthwise convolution.
+  int groups = 1;
 };
 
 enum class PoolMode { kMax, kAverage };  // average excludes padding from the divisor

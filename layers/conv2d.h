@@ -1,4 +1,5 @@
-// conv2d: 2-D convolution (cross-correlation), x (N,C,H,W) * w (K,C,R,S) + b (K) -> y (N,K,P,Q).
+// conv2d: 2-D convolution (cross-correlation), x (N,C,H,W) * w (K,C/G,R,S) + b (K) -> y (N,K,P,Q),
+// in G groups (grouped; G = C: depthwise).
 #pragma once
 
 #include "engine/backend.h"
@@ -10,7 +11,7 @@ namespace tandem {
 class Conv2d : public Layer {
  public:
   // Keys: filters (required), kernel (int or [h, w], required), stride (1), padding (0),
-  // dilation (1), bias (true), init.
+  // dilation (1), groups (1), bias (true), init.
   explicit Conv2d(ConfigMap& args);
   std::string type() const override { return "conv2d"; }
   Shape setup(const Shape& in) override;
@@ -19,7 +20,8 @@ class Conv2d : public Layer {
                 Tensor* dx) override;
   int64_t flops() const override;
   void choose_init(const std::string& next_type) override;
-  // Stride, padding and dilation (the kernel is the weight's (K,C,R,S)); bias: params()[1].
+  // Stride, padding, dilation and groups (the kernel is the weight's (K,C/G,R,S)); bias:
+  // params()[1].
   const Conv2dParams& conv_params() const { return p_; }
   bool has_bias() const { return bias_; }
 

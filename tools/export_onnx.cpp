@@ -249,8 +249,8 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
   std::vector<std::string> in = inputs;
   for (const Param& p : layer.params()) in.push_back(b.weight(p.name, p.value));
   if (auto* conv = dynamic_cast<Conv2d*>(&layer); conv && type == "conv2d") {
-    // x (N,C,H,W), W (K,C,R,S), B (K) -> (N,K,P,Q); tandem's convolution is ONNX's (a
-    // cross-correlation), of one group.
+    // x (N,C,H,W), W (K,C/G,R,S), B (K) -> (N,K,P,Q); tandem's convolution is ONNX's (a
+    // cross-correlation), grouped as ONNX's `group`.
     const Conv2dParams& p = conv->conv_params();
     const Shape& w = layer.params()[0].shape;
     onnx::NodeProto* n = b.node("Conv", name, in, output);
@@ -258,7 +258,7 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
     set_ints(n, "strides", {p.stride_h, p.stride_w});
     set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
     set_ints(n, "dilations", {p.dilation_h, p.dilation_w});
-    set_int(n, "group", 1);
+    set_int(n, "group", p.groups);
   } else if (dynamic_cast<Dense*>(&layer) && type == "dense") {
     // x (N,F) W^T (F,U) + B (U): Gemm with transB, as PyTorch exports its Linear.
     set_int(b.node("Gemm", name, in, output), "transB", 1);

@@ -136,10 +136,11 @@ struct ConvCase {
   Conv2dParams p;
 };
 
-Conv2dParams params(int stride, int pad) {
+Conv2dParams params(int stride, int pad, int groups = 1) {
   Conv2dParams p;
   p.stride_h = p.stride_w = stride;
   p.pad_h = p.pad_w = pad;
+  p.groups = groups;
   return p;
 }
 
@@ -147,7 +148,9 @@ std::vector<ConvCase> conv_cases() {
   return {{"cifar_3x3_pad1", {4, 32, 8, 8, 32, 3, 3}, params(1, 1)},
           {"lenet_conv2", {3, 20, 12, 12, 50, 5, 5}, params(1, 0)},
           {"channel_tails_stride2", {2, 17, 9, 7, 33, 3, 3}, params(2, 1)},
-          {"1x1", {2, 16, 5, 5, 8, 1, 1}, params(1, 0)}};
+          {"1x1", {2, 16, 5, 5, 8, 1, 1}, params(1, 0)},
+          {"grouped_g4", {2, 16, 8, 8, 32, 3, 3}, params(1, 1, 4)},
+          {"depthwise_stride2", {2, 32, 9, 9, 32, 3, 3}, params(2, 1, 32)}};
 }
 
 // With a bias: the CPU adds it inside the convolution (one rounding); the GPU adds it to cuDNN's
@@ -159,12 +162,13 @@ TEST_P(Ops16Test, ConvolutionForwardMatchesReference) {
     SCOPED_TRACE(c.name);
     const auto& s = c.s;
     const Floats x = rounded(random(s.n * s.c * s.h * s.w, seed++));
-    const Floats w = random(s.k * s.c * s.r * s.s, seed++), b = random(s.k, seed++);
-    Tensor tw = upload({s.k, s.c, s.r, s.s}, w), tb = upload({s.k}, b);  // fp32 master weights
+    const int64_t cg = s.c / c.p.groups;
+    const Floats w = random(s.k * cg * s.r * s.s, seed++), b = random(s.k, seed++);
+    Tensor tw = upload({s.k, cg, s.r, s.s}, w), tb = upload({s.k}, b);  // fp32 master weights
     Tensor y = output16({s.n, s.k, s.p(c.p), s.q(c.p)});
     be().conv2d_forward(y, upload16({s.n, s.c, s.h, s.w}, x), tw, &tb, c.p);
     EXPECT_LT(relative_error(values(y), reference::conv2d_forward(x, rounded(w), b, s, c.p)),
-              tolerance(s.c * s.r * s.s) + bias_rounding);
+              tolerance(cg * s.r * s.s) + bias_rounding);
   }
   if (conv_in_fp32()) {  // --log-placement names the fallback of every 16-bit shape
     const std::string form = std::string(" ") + dtype_name(dtype_) + " nhwc";
@@ -209,12 +213,13 @@ TEST_P(Ops16Test, ConvolutionBackwardDataMatchesReference) {
     const auto& s = c.s;
     const int64_t P = s.p(c.p), Q = s.q(c.p);
     const Floats dy = rounded(random(s.n * s.k * P * Q, seed++));
-    const Floats w = random(s.k * s.c * s.r * s.s, seed++);
+    const int64_t cg = s.c / c.p.groups;
+    const Floats w = random(s.k * cg * s.r * s.s, seed++);
     Tensor dx = output16({s.n, s.c, s.h, s.w});
-    be().conv2d_backward_data(dx, upload16({s.n, s.k, P, Q}, dy), upload({s.k, s.c, s.r, s.s}, w),
+    be().conv2d_backward_data(dx, upload16({s.n, s.k, P, Q}, dy), upload({s.k, cg, s.r, s.s}, w),
                               c.p);
     EXPECT_LT(relative_error(values(dx), reference::conv2d_backward_data(dy, rounded(w), s, c.p)),
-              tolerance(s.k * s.r * s.s));
+              tolerance(s.k / c.p.groups * s.r * s.s));
   }
 }
 
@@ -233,7 +238,7 @@ TEST_P(Ops16Test, ConvolutionWeightGradientIsFp32AndMatchesReference) {
     const int64_t P = s.p(c.p), Q = s.q(c.p);
     const Floats dy = rounded(random(s.n * s.k * P * Q, seed++));
     const Floats x = rounded(random(s.n * s.c * s.h * s.w, seed++));
-    Tensor dw = output({s.k, s.c, s.r, s.s});  // fp32: it goes to the fp32 optimizer
+    Tensor dw = output({s.k, s.c / c.p.groups, s.r, s.s});  // fp32: it goes to the fp32 optimizer
     be().conv2d_backward_filter(dw, upload16({s.n, s.k, P, Q}, dy),
                                 upload16({s.n, s.c, s.h, s.w}, x), c.p);
     EXPECT_LT(relative_error(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p)),

@@ -14,15 +14,15 @@ struct ConvCase {
   Conv2dParams p;
 };
 
-Conv2dParams params(int sh, int sw, int ph, int pw, int dh = 1, int dw = 1) {
+Conv2dParams params(int sh, int sw, int ph, int pw, int dh = 1, int dw = 1, int groups = 1) {
   Conv2dParams p;
   p.stride_h = sh, p.stride_w = sw, p.pad_h = ph, p.pad_w = pw, p.dilation_h = dh,
-  p.dilation_w = dw;
+  p.dilation_w = dw, p.groups = groups;
   return p;
 }
 
 // Odd and edge shapes: batch 1, C=3, K=7, 1x1 kernels, stride 2, padding, dilation 2,
-// non-square images and kernels, channel counts off oneDNN's 16-blocks.
+// non-square images and kernels, channel counts off oneDNN's 16-blocks; grouped and depthwise.
 std::vector<ConvCase> conv_cases() {
   return {
       {"3x3_pad1", {2, 3, 8, 8, 4, 3, 3}, params(1, 1, 1, 1)},
@@ -34,6 +34,12 @@ std::vector<ConvCase> conv_cases() {
       {"mixed_strides_pads", {2, 4, 9, 8, 5, 3, 3}, params(2, 1, 0, 1, 1, 2)},
       {"channel_tails", {2, 17, 6, 6, 33, 3, 3}, params(1, 1, 1, 1)},
       {"batch1_C3_K7_5x5_pad2", {1, 3, 12, 10, 7, 5, 5}, params(1, 1, 2, 2)},
+      // Grouped and depthwise (groups = C), with a channel multiplier, strided, dilated, 1x1.
+      {"grouped_g2", {2, 6, 7, 7, 4, 3, 3}, params(1, 1, 1, 1, 1, 1, 2)},
+      {"grouped_1x1_g4", {2, 12, 5, 5, 8, 1, 1}, params(1, 1, 0, 0, 1, 1, 4)},
+      {"depthwise_3x3", {2, 8, 9, 9, 8, 3, 3}, params(1, 1, 1, 1, 1, 1, 8)},
+      {"depthwise_odd_stride2", {3, 17, 10, 9, 17, 3, 3}, params(2, 2, 1, 1, 1, 1, 17)},
+      {"depthwise_5x5_multiplier2_dilated", {2, 5, 11, 8, 10, 5, 5}, params(1, 1, 4, 4, 2, 2, 5)},
   };
 }
 
@@ -45,9 +51,10 @@ TEST_P(ConvTest, ForwardMatchesReference) {
     SCOPED_TRACE(c.name);
     const auto& s = c.s;
     const int64_t P = s.p(c.p), Q = s.q(c.p);
-    Floats x = random(s.n * s.c * s.h * s.w, seed++), w = random(s.k * s.c * s.r * s.s, seed++);
+    Floats x = random(s.n * s.c * s.h * s.w, seed++),
+           w = random(s.k * (s.c / c.p.groups) * s.r * s.s, seed++);
     Floats b = random(s.k, seed++);
-    Tensor tx = upload({s.n, s.c, s.h, s.w}, x), tw = upload({s.k, s.c, s.r, s.s}, w);
+    Tensor tx = upload({s.n, s.c, s.h, s.w}, x), tw = upload({s.k, s.c / c.p.groups, s.r, s.s}, w);
     Tensor tb = upload({s.k}, b);
     Tensor y = output({s.n, s.k, P, Q});
     be().conv2d_forward(y, tx, tw, &tb, c.p);
@@ -64,8 +71,9 @@ TEST_P(ConvTest, BackwardDataMatchesReference) {
     SCOPED_TRACE(c.name);
     const auto& s = c.s;
     const int64_t P = s.p(c.p), Q = s.q(c.p);
-    Floats dy = random(s.n * s.k * P * Q, seed++), w = random(s.k * s.c * s.r * s.s, seed++);
-    Tensor tdy = upload({s.n, s.k, P, Q}, dy), tw = upload({s.k, s.c, s.r, s.s}, w);
+    Floats dy = random(s.n * s.k * P * Q, seed++),
+           w = random(s.k * (s.c / c.p.groups) * s.r * s.s, seed++);
+    Tensor tdy = upload({s.n, s.k, P, Q}, dy), tw = upload({s.k, s.c / c.p.groups, s.r, s.s}, w);
     Tensor dx = output({s.n, s.c, s.h, s.w});
     be().conv2d_backward_data(dx, tdy, tw, c.p);
     EXPECT_CONV_CLOSE(download(dx), reference::conv2d_backward_data(dy, w, s, c.p));
@@ -80,7 +88,7 @@ TEST_P(ConvTest, BackwardFilterMatchesReference) {
     const int64_t P = s.p(c.p), Q = s.q(c.p);
     Floats dy = random(s.n * s.k * P * Q, seed++), x = random(s.n * s.c * s.h * s.w, seed++);
     Tensor tdy = upload({s.n, s.k, P, Q}, dy), tx = upload({s.n, s.c, s.h, s.w}, x);
-    Tensor dw = output({s.k, s.c, s.r, s.s});
+    Tensor dw = output({s.k, s.c / c.p.groups, s.r, s.s});
     be().conv2d_backward_filter(dw, tdy, tx, c.p);
     EXPECT_CONV_CLOSE(download(dw), reference::conv2d_backward_filter(dy, x, s, c.p));
   }

@@ -231,8 +231,6 @@ std::string why_not(const Case& c) {
       return "asymmetric pads " + dims_str(get_ints(n, "pads", {})) +
              ": tandem pads both ends alike";
   }
-  if (op == "Conv" && get_int(n, "group", 1) != 1)
-    return "grouped convolution (group " + std::to_string(get_int(n, "group", 1)) + ")";
   if (op == "MaxPool" || op == "AveragePool") {
     if (get_int(n, "ceil_mode", 0) != 0) return "ceil_mode 1: tandem's windows are floor mode";
     for (int64_t d : get_ints(n, "dilations", {}))
@@ -358,7 +356,7 @@ std::vector<HostTensor> OnnxConformance::run(const onnx::NodeProto& n, int opset
   const std::string& op = n.op_type();
   const std::vector<int64_t>& xd = in[0].dims;
   if (op == "Conv") {
-    // x (N,C,H,W), w (K,C,R,S), b (K) -> y (N,K,P,Q).
+    // x (N,C,H,W), w (K,C/group,R,S), b (K) -> y (N,K,P,Q).
     const std::vector<int64_t>& wd = in[1].dims;
     const auto s = get_ints(n, "strides", {1, 1}), p = get_ints(n, "pads", {0, 0, 0, 0}),
                d = get_ints(n, "dilations", {1, 1});
@@ -366,6 +364,7 @@ std::vector<HostTensor> OnnxConformance::run(const onnx::NodeProto& n, int opset
     cp.stride_h = static_cast<int>(s[0]), cp.stride_w = static_cast<int>(s[1]);
     cp.pad_h = static_cast<int>(p[0]), cp.pad_w = static_cast<int>(p[1]);
     cp.dilation_h = static_cast<int>(d[0]), cp.dilation_w = static_cast<int>(d[1]);
+    cp.groups = static_cast<int>(get_int(n, "group", 1));
     const std::vector<int64_t> yd = {
         xd[0], wd[0],
         conv_out_size(xd[2], static_cast<int>(wd[2]), cp.stride_h, cp.pad_h, cp.dilation_h),

@@ -211,15 +211,18 @@ struct ConvCase {
 };
 
 // Every convolution pass on the CPU and the GPU, over shapes that exercise padding, stride,
-// dilation and LeNet's layers.
+// dilation, groups (depthwise too) and LeNet's layers.
 void Parity::check_convolutions() {
   const std::vector<ConvCase> cases = {
-      {2, 3, 9, 7, 4, 3, 3, {1, 1, 1, 1, 1, 1}},    // padding, non-square
-      {1, 5, 8, 8, 6, 1, 1, {2, 2, 0, 0, 1, 1}},    // 1x1, stride 2, batch 1
-      {3, 2, 11, 10, 3, 5, 5, {2, 1, 2, 1, 1, 1}},  // 5x5, mixed stride and padding
-      {2, 4, 12, 12, 5, 3, 3, {1, 1, 2, 2, 2, 2}},  // dilation 2
-      {16, 1, 28, 28, 20, 5, 5, {}},                // LeNet's first layer
-      {8, 20, 12, 12, 50, 5, 5, {}},                // LeNet's second layer
+      {2, 3, 9, 7, 4, 3, 3, {1, 1, 1, 1, 1, 1}},         // padding, non-square
+      {1, 5, 8, 8, 6, 1, 1, {2, 2, 0, 0, 1, 1}},         // 1x1, stride 2, batch 1
+      {3, 2, 11, 10, 3, 5, 5, {2, 1, 2, 1, 1, 1}},       // 5x5, mixed stride and padding
+      {2, 4, 12, 12, 5, 3, 3, {1, 1, 2, 2, 2, 2}},       // dilation 2
+      {16, 1, 28, 28, 20, 5, 5, {}},                     // LeNet's first layer
+      {8, 20, 12, 12, 50, 5, 5, {}},                     // LeNet's second layer
+      {2, 6, 7, 7, 4, 3, 3, {1, 1, 1, 1, 1, 1, 2}},      // grouped
+      {3, 17, 10, 9, 17, 3, 3, {2, 2, 1, 1, 1, 1, 17}},  // depthwise, odd, stride 2
+      {2, 5, 11, 8, 10, 5, 5, {1, 1, 4, 4, 2, 2, 5}},    // depthwise x2, dilated
   };
   uint32_t seed = 100;
   for (const ConvCase& t : cases) {
@@ -227,7 +230,7 @@ void Parity::check_convolutions() {
         conv_out_size(t.h, static_cast<int>(t.r), t.p.stride_h, t.p.pad_h, t.p.dilation_h);
     const int64_t Q =
         conv_out_size(t.w, static_cast<int>(t.s), t.p.stride_w, t.p.pad_w, t.p.dilation_w);
-    const Shape xs{t.n, t.c, t.h, t.w}, ws{t.k, t.c, t.r, t.s}, ys{t.n, t.k, P, Q};
+    const Shape xs{t.n, t.c, t.h, t.w}, ws{t.k, t.c / t.p.groups, t.r, t.s}, ys{t.n, t.k, P, Q};
     Pair x = make(xs, ++seed), w = make(ws, ++seed), b = make(Shape{t.k}, ++seed);
     Pair y = make(ys, ++seed), dy = make(ys, ++seed), dx = make(xs, ++seed), dw = make(ws, ++seed);
     cpu_->conv2d_forward(y.c, x.c, w.c, &b.c, t.p);

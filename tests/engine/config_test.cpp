@@ -1,13 +1,14 @@
 // The config reader's contract: good configs parse; every bad one is refused with a message that
 // names the file, line and column, the layer and what was expected.
+#include "engine/config.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "engine/config.h"
+#include "engine/backend_registry.h"
 #include "engine/error.h"
 #include "engine/graph.h"
-#include "engine/backend_registry.h"
 #include "tools/app.h"
 
 namespace tandem {
@@ -188,6 +189,14 @@ INSTANTIATE_TEST_SUITE_P(
             "KernelLargerThanInput",
             with("kernel: 3, padding: 1", "kernel: 11"),
             {"bad.yaml:4:5: layer 1 (conv2d)", "11x11 kernel is larger than its padded input 8x8"}},
+        BadConfig{"GroupsThatDoNotDivideTheChannels",
+                  with("kernel: 3, padding: 1", "kernel: 3, padding: 1, groups: 3"),
+                  {"bad.yaml:4:5: layer 1 (conv2d), input [1, 8, 8]",
+                   "groups 3 must divide both the input's 1 channels and the 4 filters",
+                   "give a groups that divides 1"}},
+        BadConfig{"GroupsBelowOne",
+                  with("kernel: 3, padding: 1", "kernel: 3, padding: 1, groups: 0"),
+                  {"layer 1 (conv2d): 'groups': expected a value of at least 1, got 0"}},
         BadConfig{
             "DenseOnImageInput",
             with("  - flatten\n", ""),

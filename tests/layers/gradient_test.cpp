@@ -187,6 +187,28 @@ TEST_P(LayerGradient, Conv2dPadded) {
        }});
 }
 
+TEST_P(LayerGradient, Conv2dGrouped) {
+  Conv2dParams q;
+  q.pad_h = q.pad_w = 1;
+  q.groups = 2;
+  run({"conv2d_grouped", "conv2d: {filters: 4, kernel: 3, padding: 1, groups: 2}",
+       Shape{2, 6, 5, 5}, [q](const Floats& x, const std::vector<Floats>& p) {
+         return conv_ref(x, p, {2, 6, 5, 5, 4, 3, 3}, q);
+       }});
+}
+
+// Depthwise with a channel multiplier of 2, strided: each input channel has its own two filters.
+TEST_P(LayerGradient, Conv2dDepthwise) {
+  Conv2dParams q;
+  q.stride_h = q.stride_w = 2;
+  q.pad_h = q.pad_w = 1;
+  q.groups = 3;
+  run({"conv2d_depthwise", "conv2d: {filters: 6, kernel: 3, stride: 2, padding: 1, groups: 3}",
+       Shape{2, 3, 7, 6}, [q](const Floats& x, const std::vector<Floats>& p) {
+         return conv_ref(x, p, {2, 3, 7, 6, 6, 3, 3}, q);
+       }});
+}
+
 TEST_P(LayerGradient, Conv2dStridedDilatedNonSquare) {
   Conv2dParams q;
   q.stride_h = 2;

@@ -26,23 +26,26 @@ Doubles gemm(const Floats& c, const Floats& a, const Floats& b, int64_t m, int64
   return out;
 }
 
-// Visits every (n, k, p, q, c, r, s) with its input position (h, w) inside the image.
+// Visits every (n, k, p, q, c, r, s) with its input position (h, w) inside the image; c runs
+// over filter k's group of input channels (all of them in a convolution of one group).
 template <typename F>
 void for_each_tap(const ConvShape& s, const Conv2dParams& cp, F&& f) {
   const int64_t P = s.p(cp), Q = s.q(cp);
+  const int64_t groups = cp.groups, cg = s.c / groups, kg = s.k / groups;
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t k = 0; k < s.k; ++k)
       for (int64_t p = 0; p < P; ++p)
         for (int64_t q = 0; q < Q; ++q)
-          for (int64_t c = 0; c < s.c; ++c)
+          for (int64_t c = 0; c < cg; ++c)
             for (int64_t r = 0; r < s.r; ++r)
               for (int64_t t = 0; t < s.s; ++t) {
                 int64_t h = p * cp.stride_h - cp.pad_h + r * cp.dilation_h;
                 int64_t w = q * cp.stride_w - cp.pad_w + t * cp.dilation_w;
                 if (h < 0 || h >= s.h || w < 0 || w >= s.w) continue;
+                const int64_t channel = (k / kg) * cg + c;  // of the input
                 int64_t yi = ((n * s.k + k) * P + p) * Q + q;
-                int64_t xi = ((n * s.c + c) * s.h + h) * s.w + w;
-                int64_t wi = ((k * s.c + c) * s.r + r) * s.s + t;
+                int64_t xi = ((n * s.c + channel) * s.h + h) * s.w + w;
+                int64_t wi = ((k * cg + c) * s.r + r) * s.s + t;
                 f(yi, xi, wi);
               }
 }
@@ -71,7 +74,7 @@ Doubles conv2d_backward_data(const Floats& dy, const Floats& w, const ConvShape&
 
 Doubles conv2d_backward_filter(const Floats& dy, const Floats& x, const ConvShape& s,
                                const Conv2dParams& p) {
-  Doubles dw(s.k * s.c * s.r * s.s, 0.0);
+  Doubles dw(s.k * (s.c / p.groups) * s.r * s.s, 0.0);
   for_each_tap(s, p, [&](int64_t yi, int64_t xi, int64_t wi) {
     dw[wi] += static_cast<double>(dy[yi]) * x[xi];
   });
