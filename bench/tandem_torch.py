@@ -18,7 +18,9 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
     relu6, silu, hardswish, hardsigmoid, gelu {approximate: none | tanh}, elu {alpha: 1.0},
     softplus, mish (PyTorch's definitions)
-    batchnorm {momentum: 0.1, eps: 1e-5}  (BatchNorm2d on a (C,H,W) input, BatchNorm1d on a flat one)
+    batchnorm {momentum: 0.1, eps: 1e-5, zero_init: false}  (BatchNorm2d on a (C,H,W) input,
+    BatchNorm1d on a flat one; zero_init starts its weight at 0)
+    global_avgpool {keep_dims: true}  ((C,1,1); false: (C))
     add (2+ inputs of one shape, elementwise sum; a name listed twice counts twice),
     concat (2+ inputs joined along the first non-batch axis: channels of (C,H,W), features of (F));
     kernel / stride / padding / dilation may be an int or an [h, w] pair;
@@ -68,7 +70,7 @@ _KEYS = {
     "dense": {"units", "bias", "init"},
     "maxpool": {"kernel", "stride", "padding"},
     "avgpool": {"kernel", "stride", "padding"},
-    "global_avgpool": set(),
+    "global_avgpool": {"keep_dims"},
     "flatten": set(),
     "relu": set(),
     "leaky_relu": {"alpha"},
@@ -83,7 +85,7 @@ _KEYS = {
     "softplus": set(),
     "mish": set(),
     "dropout": {"rate"},
-    "batchnorm": {"momentum", "eps"},
+    "batchnorm": {"momentum", "eps", "zero_init"},
     "add": set(),
     "concat": set(),
 }
@@ -256,6 +258,8 @@ def _make_layer(i, typ, a, shape, he):
              else nn.AvgPool2d(k, s, p, count_include_pad=False))
     elif typ == "global_avgpool":
         m = nn.AdaptiveAvgPool2d(1)
+        if not bool(a.get("keep_dims", True)):
+            m = nn.Sequential(m, nn.Flatten())
     elif typ == "flatten":
         m = nn.Flatten()
     elif typ == "relu":
@@ -287,6 +291,8 @@ def _make_layer(i, typ, a, shape, he):
     elif typ == "batchnorm":
         bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
         m = bn(shape[0], eps=float(a.get("eps", 1e-5)), momentum=float(a.get("momentum", 0.1)))
+        if bool(a.get("zero_init", False)):
+            nn.init.zeros_(m.weight)
     else:
         raise ConfigError(f"layer {i} ({typ}): takes two or more inputs")
     return m, flatten_first

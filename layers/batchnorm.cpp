@@ -14,6 +14,9 @@ BatchNorm::BatchNorm(ConfigMap& args) {
   eps_ = static_cast<float>(args.get_double("eps", 1e-5));
   if (!(eps_ > 0) || !std::isfinite(eps_))
     args.fail("eps", "expected a positive epsilon (1.0e-5 is usual)");
+  // The last normalization of a residual branch may start at zero, so that the block starts as
+  // the identity (torchvision's zero_init_residual).
+  zero_init_ = args.get_bool("zero_init", false);
 }
 
 Shape BatchNorm::setup(const Shape& in) {
@@ -22,7 +25,7 @@ Shape BatchNorm::setup(const Shape& in) {
                       "put it after a conv2d or dense layer");
   in_ = out_ = in;
   const int64_t c = in[0];
-  add_param("weight", Shape{c}, Init::kOnes, c, c);
+  add_param("weight", Shape{c}, zero_init_ ? Init::kZeros : Init::kOnes, c, c);
   add_param("bias", Shape{c}, Init::kZeros, c, c);
   return out_;
 }
@@ -51,8 +54,10 @@ void BatchNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
     return;
   }
   if (x.dim(0) < min_training_batch())
-    throw ConfigError(name() + ": batch normalization of a flat input needs at least 2 samples a "
-                               "batch while training, got a batch of " + std::to_string(x.dim(0)),
+    throw ConfigError(name() +
+                          ": batch normalization of a flat input needs at least 2 samples a "
+                          "batch while training, got a batch of " +
+                          std::to_string(x.dim(0)),
                       "use a batch size of 2 or more, or set train.drop_last: true when the last "
                       "batch of an epoch holds one sample");
   ctx.backend.batchnorm_forward_training(y, mean_, inv_std_, running_mean_, running_var_, x, gamma,

@@ -13,7 +13,8 @@ namespace tandem {
 
 class BatchNorm : public Layer {
  public:
-  explicit BatchNorm(ConfigMap& args);  // keys: momentum (0.1), eps (1e-5)
+  // keys: momentum (0.1), eps (1e-5), zero_init (false: the scale starts at 1; true: at 0)
+  explicit BatchNorm(ConfigMap& args);
   std::string type() const override { return "batchnorm"; }
   // (C,H,W): per channel over the batch and the positions; (C): per feature over the batch.
   Shape setup(const Shape& in) override;
@@ -29,6 +30,7 @@ class BatchNorm : public Layer {
 
  private:
   float momentum_, eps_;
+  bool zero_init_ = false;
   Tensor running_mean_, running_var_;  // the model's, saved in checkpoints
   Tensor mean_, inv_std_;              // the last training forward's, for its backward
 };

@@ -7,7 +7,12 @@ namespace tandem {
 
 Pool2d::Pool2d(ConfigMap& args, std::string type) : type_(std::move(type)) {
   p_.mode = type_ == "maxpool" ? PoolMode::kMax : PoolMode::kAverage;
-  if (type_ == "global_avgpool") return;
+  if (type_ == "global_avgpool") {
+    // (C,1,1) by default, as PyTorch's AdaptiveAvgPool2d(1) (a 1x1 convolution or a multiply can
+    // take it); keep_dims: false gives (C), Keras' GlobalAveragePooling2D.
+    keep_dims_ = args.get_bool("keep_dims", true);
+    return;
+  }
   args.require("kernel", " (e.g. kernel: 2)");
   auto k = args.get_ints("kernel", {}, 2);
   auto s = args.get_ints("stride", k, 2);
@@ -42,15 +47,23 @@ Shape Pool2d::setup(const Shape& in) {
   in_ = in;
   out_ = Shape{in[0], conv_out_size(in[1], p_.kernel_h, p_.stride_h, p_.pad_h),
                conv_out_size(in[2], p_.kernel_w, p_.stride_w, p_.pad_w)};
+  if (!keep_dims_) out_ = Shape{in[0]};  // the same values: (N,C) is (N,C,1,1) in memory
   return out_;
 }
 
-void Pool2d::forward(Context& ctx, const Tensor& x, Tensor& y) {
-  ctx.backend.pool2d_forward(y, x, p_);
+// The (N,C,1,1) view of a keep_dims: false output.
+Tensor Pool2d::as_4d(const Tensor& t) const {
+  return keep_dims_ ? t : t.reshape(Shape{t.dim(0), in_[0], 1, 1});
 }
 
-void Pool2d::backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (dx) ctx.backend.pool2d_backward(*dx, dy, x, y, p_);
+void Pool2d::forward(Context& ctx, const Tensor& x, Tensor& y) {
+  Tensor y4 = as_4d(y);
+  ctx.backend.pool2d_forward(y4, x, p_);
+}
+
+void Pool2d::backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
+                      Tensor* dx) {
+  if (dx) ctx.backend.pool2d_backward(*dx, as_4d(dy), x, as_4d(y), p_);
 }
 
 int64_t Pool2d::flops() const { return out_.numel() * p_.kernel_h * p_.kernel_w; }

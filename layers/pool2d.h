@@ -11,7 +11,7 @@ namespace tandem {
 class Pool2d : public Layer {
  public:
   // maxpool / avgpool keys: kernel (int or [h, w], required), stride (= kernel), padding (0).
-  // global_avgpool takes no keys: the window is the whole input.
+  // global_avgpool: the window is the whole input; keep_dims (true: (C,1,1); false: (C)).
   Pool2d(ConfigMap& args, std::string type);
   std::string type() const override { return type_; }
   Shape setup(const Shape& in) override;
@@ -21,10 +21,13 @@ class Pool2d : public Layer {
   int64_t flops() const override;
   // The window (global_avgpool's: the whole input, once set up), stride, padding and mode.
   const Pool2dParams& pool_params() const { return p_; }
+  bool keep_dims() const { return keep_dims_; }
 
  private:
+  Tensor as_4d(const Tensor& t) const;
   std::string type_;
   Pool2dParams p_;
+  bool keep_dims_ = true;
 };
 
 }  // namespace tandem

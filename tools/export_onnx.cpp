@@ -275,7 +275,13 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
     const Shape& x = layer.input_shape();
     if (p.kernel_h != x[1] || p.kernel_w != x[2] || p.pad_h || p.pad_w)
       refuse(layer, "its window is not the whole input");
-    b.node("GlobalAveragePool", name, in, output);
+    if (pool->keep_dims()) {
+      b.node("GlobalAveragePool", name, in, output);
+    } else {  // (N,C,1,1), then (N,C)
+      const std::string pooled = b.unique(name + ".pooled");
+      b.node("GlobalAveragePool", name + ".pool", in, pooled);
+      set_int(b.node("Flatten", name, {pooled}, output), "axis", 1);
+    }
   } else if (auto* act = dynamic_cast<ActivationLayer*>(&layer)) {
     add_activation(b, *act, in[0], output);
   } else if (auto* bn = dynamic_cast<BatchNorm*>(&layer); bn && type == "batchnorm") {

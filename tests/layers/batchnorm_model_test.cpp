@@ -60,6 +60,23 @@ struct Model {
   }
 };
 
+// zero_init: the scale starts at 0 (a residual branch that starts as nothing), the shift at 0.
+TEST(BatchNormModel, ZeroInitStartsTheScaleAtZero) {
+  for (const bool zero : {false, true}) {
+    std::string text = kModel;
+    if (zero) text.replace(text.find("- batchnorm\n"), 12, "- batchnorm: {zero_init: true}\n");
+    Config config = parse_config(text, "bn.yaml");
+    auto backend = create_backend("cpu", {});
+    Graph graph(config);
+    graph.allocate(*backend, 8, 5);
+    const Param& gamma = *graph.params()[2];  // the first batchnorm's weight, after conv2d's two
+    ASSERT_EQ(gamma.name, "batchnorm_1.weight");
+    std::vector<float> v(static_cast<size_t>(gamma.value.numel()));
+    backend->download(v.data(), gamma.value);
+    for (float g : v) EXPECT_EQ(g, zero ? 0.f : 1.f);
+  }
+}
+
 TEST(BatchNormModel, TrainingMovesTheRunningStatisticsThatEvalUses) {
   Model m;
   auto buffers = m.graph.buffers();
@@ -117,7 +134,8 @@ TEST(BatchNormModel, ACheckpointRestoresTheRunningStatistics) {
   restore_checkpoint(path, b.graph, b.step->optimizer());
   auto ba = a.graph.buffers(), bb = b.graph.buffers();
   ASSERT_EQ(ba.size(), bb.size());
-  for (size_t k = 0; k < ba.size(); ++k) EXPECT_EQ(a.values(ba[k].second), b.values(bb[k].second)) << ba[k].first;
+  for (size_t k = 0; k < ba.size(); ++k)
+    EXPECT_EQ(a.values(ba[k].second), b.values(bb[k].second)) << ba[k].first;
   EXPECT_EQ(a.logits(false), b.logits(false));
 }
 

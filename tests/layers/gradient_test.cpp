@@ -275,6 +275,19 @@ TEST_P(LayerGradient, GlobalAvgPool) {
        }});
 }
 
+// keep_dims: false: (C) rather than (C,1,1), the same values.
+TEST_P(LayerGradient, GlobalAvgPoolToFlat) {
+  Pool2dParams q;
+  q.mode = PoolMode::kAverage;
+  q.kernel_h = 3;
+  q.kernel_w = 5;
+  q.stride_h = q.stride_w = 1;
+  run({"global_avgpool_flat", "global_avgpool: {keep_dims: false}", Shape{2, 4, 3, 5},
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 2, 4, 3, 5, q);
+       }});
+}
+
 TEST_P(LayerGradient, Relu) {
   run({"relu", "relu", Shape{3, 4, 5},
        [](const Floats& x, const std::vector<Floats>&) { return act_ref(x, Activation::kRelu, 0); },
