@@ -22,6 +22,7 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
     BatchNorm1d on a flat one; zero_init starts its weight at 0)
     global_avgpool {keep_dims: true}  ((C,1,1); false: (C))
     add (2+ inputs of one shape, elementwise sum; a name listed twice counts twice),
+    multiply (2 inputs of one shape, or a (C) / (C,1,1) gate of a (C,H,W) input),
     concat (2+ inputs joined along the first non-batch axis: channels of (C,H,W), features of (F));
     kernel / stride / padding / dilation may be an int or an [h, w] pair;
   * initialisation: a conv2d/dense layer's `init:` when given (he_normal, he_uniform,
@@ -87,9 +88,10 @@ _KEYS = {
     "dropout": {"rate"},
     "batchnorm": {"momentum", "eps", "zero_init"},
     "add": set(),
+    "multiply": set(),
     "concat": set(),
 }
-_MERGE = ("add", "concat")  # the layer types that take two or more inputs
+_MERGE = ("add", "concat", "multiply")  # the layer types that take two or more inputs
 # The activations after which tandem initialises a layer He uniform (layers/init_choice.cpp).
 _RELU_LIKE = ("relu", "leaky_relu", "relu6", "silu", "hardswish", "gelu", "elu", "softplus", "mish")
 
@@ -308,6 +310,18 @@ class Add(nn.Module):
         return y
 
 
+class Multiply(nn.Module):
+    """Elementwise product of two inputs; a (N,C) or (N,C,1,1) gate broadcast over (N,C,H,W)
+    (tandem's multiply)."""
+
+    def forward(self, a, b):
+        if a.dim() == 2 and b.dim() == 4:
+            a = a[:, :, None, None]
+        if b.dim() == 2 and a.dim() == 4:
+            b = b[:, :, None, None]
+        return a * b
+
+
 class Concat(nn.Module):
     """Joins inputs along the first non-batch axis: channels of (N,C,H,W), features of (N,F)."""
 
@@ -317,6 +331,16 @@ class Concat(nn.Module):
 
 def _merge_shape(i, typ, shapes):
     first = shapes[0]
+    if typ == "multiply":
+        if len(shapes) != 2:
+            raise ConfigError(f"layer {i} (multiply): takes two inputs, got {len(shapes)}")
+        a, b = shapes
+        if a == b:
+            return a
+        for gate, x in ((b, a), (a, b)):
+            if len(x) == 3 and gate[0] == x[0] and (len(gate) == 1 or tuple(gate[1:]) == (1, 1)):
+                return x
+        raise ConfigError(f"layer {i} (multiply): shapes {a} and {b} do not broadcast")
     if typ == "add":
         for s in shapes:
             if s != first:
@@ -374,7 +398,7 @@ def build_model(cfg):
         typ, a = it["type"], it["args"]
         in_shapes = [shapes[k] for k in inputs[i]]
         if typ in _MERGE:
-            m = Add() if typ == "add" else Concat()
+            m = {"add": Add, "concat": Concat, "multiply": Multiply}[typ]()
             out = _merge_shape(i, typ, in_shapes)
         else:
             he = first_taker.get(i + 1) in _RELU_LIKE

@@ -58,6 +58,9 @@ class CpuBackend : public Backend {
   void bias_add(Tensor& y, const Tensor& b) override;
   void bias_backward(Tensor& db, const Tensor& dy) override;
   void add(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void multiply(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                         const Tensor& b) override;
   void scale_by(Tensor& t, const Tensor& factor) override;
   void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t cols) override;
@@ -226,8 +229,8 @@ void add(CpuBackend& b, Tensor& y, const Tensor& x1, const Tensor& x2);
 void bias_add(CpuBackend& b, Tensor& y, const Tensor& bias);
 void bias_backward(CpuBackend& b, Tensor& db, const Tensor& dy);
 void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParams& p);
-void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,
-                     const Tensor& y, const Pool2dParams& p);
+void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                     const Pool2dParams& p);
 // Batch normalization of bf16 tensors whose channels are innermost (channels-last images, (N,C)
 // rows), statistics in fp32 and double; false (nothing done) for any other form.
 bool batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,

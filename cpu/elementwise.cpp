@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "cpu/cpu_backend_impl.h"
@@ -102,6 +103,76 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   float* yp = y.data();
 #pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
   for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+}
+
+void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
+  const MultiplyGeometry g = multiply_geometry(y, a, b);
+  if (!all_f32_plain({&y, &a, &b})) {  // in the logical order, on fp32 plain stand-ins
+    F32Stage sy(*this, y, &y == &a, true), sa(*this, a, true, false), sb(*this, b, true, false);
+    multiply(sy.f32(), &y == &a ? sy.f32() : sa.f32(), sb.f32());
+    return sy.finish();
+  }
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* yp = y.data();
+  const int64_t inner = g.inner;
+#pragma omp parallel for schedule(static) if (a.numel() > 65536)
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const float v = bp[r];
+    const float* ar = ap + r * inner;
+    float* yr = yp + r * inner;
+    if (inner == 1) {
+      yr[0] = ar[0] * v;
+      continue;
+    }
+#pragma omp simd
+    for (int64_t j = 0; j < inner; ++j) yr[j] = ar[j] * v;
+  }
+}
+
+void CpuBackend::multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                                   const Tensor& b) {
+  const MultiplyGeometry g = multiply_geometry(dy, a, b);
+  if (!all_f32_plain({&dy, &a, &b}) || (da && !da->is_f32_plain()) || (db && !db->is_f32_plain())) {
+    F32Stage sdy(*this, dy, true, false), sa(*this, a, true, false), sb(*this, b, true, false);
+    std::optional<F32Stage> sda, sdb;
+    if (da) sda.emplace(*this, *da, false, true);
+    if (db) sdb.emplace(*this, *db, false, true);
+    multiply_backward(da ? &sda->f32() : nullptr, db ? &sdb->f32() : nullptr, sdy.f32(), sa.f32(),
+                      sb.f32());
+    if (sda) sda->finish();
+    if (sdb) sdb->finish();
+    return;
+  }
+  if (db) TANDEM_CHECK(db->numel() == b.numel(), "multiply_backward: db " + db->shape().str());
+  if (da) TANDEM_CHECK(da->numel() == a.numel(), "multiply_backward: da " + da->shape().str());
+  const float* g_ = dy.data();
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* dap = da ? da->data() : nullptr;
+  float* dbp = db ? db->data() : nullptr;
+  const int64_t inner = g.inner;
+  // Each row's da, and its db as one sum in row order (the same on every run).
+#pragma omp parallel for schedule(static) if (a.numel() > 65536)
+  for (int64_t r = 0; r < g.rows; ++r) {
+    const float* gr = g_ + r * inner;
+    const float* ar = ap + r * inner;
+    if (dap) {
+      float* dar = dap + r * inner;
+      const float v = bp[r];
+      if (inner == 1) {
+        dar[0] = gr[0] * bp[r];
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < inner; ++j) dar[j] = gr[j] * v;
+      }
+    }
+    if (dbp) {
+      double s = 0;
+      for (int64_t j = 0; j < inner; ++j) s += static_cast<double>(gr[j]) * ar[j];
+      dbp[r] = static_cast<float>(s);
+    }
+  }
 }
 
 // t *= factor[0].

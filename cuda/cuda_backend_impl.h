@@ -128,6 +128,9 @@ class CudaBackend : public Backend {
   void bias_add(Tensor& y, const Tensor& b) override;
   void bias_backward(Tensor& db, const Tensor& dy) override;
   void add(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void multiply(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                         const Tensor& b) override;
   void scale_by(Tensor& t, const Tensor& factor) override;
   void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t cols) override;

@@ -1,12 +1,14 @@
-// Elementwise ops on the GPU: fill, bias add/backward, add, scale_by, activations, dropout,
-// non-finite count.
+// Elementwise ops on the GPU: fill, bias add/backward, add, multiply, scale_by, activations,
+// dropout, non-finite count.
 //
 // Fill, bias, add, the activations and the count run the kernels of cuda/mixed_precision.cu
 // (`typed`: one template for fp32, bf16 and fp16, plain or channels-last); a mix of forms they do
 // not take runs on fp32 plain stand-ins. bias_backward reduces in a fixed order (channel_sum.cuh),
 // so it is deterministic. scale_by and dropout are fp32 kernels here (dropout of 16-bit tensors
 // on stand-ins).
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/kernel_math.h"
@@ -44,6 +46,32 @@ __global__ void dropout_forward_kernel(float* y, float* mask, const float* x, in
 
 __global__ void multiply_kernel(float* y, const float* a, const float* b, int64_t n) {
   GRID_STRIDE(i, n) y[i] = a[i] * b[i];
+}
+
+// y = a * b[i / inner]: b one value per row of `inner` values (inner 1: b is a's shape).
+__global__ void multiply_rows_kernel(float* y, const float* a, const float* b, int64_t n,
+                                     int64_t inner) {
+  GRID_STRIDE(i, n) y[i] = a[i] * b[i / inner];
+}
+
+// db[row] = sum over the row of dy * a: one block per row, each thread a strided share, then the
+// block's tree (a fixed order: deterministic).
+__global__ void multiply_row_sums_kernel(float* db, const float* dy, const float* a, int64_t rows,
+                                         int64_t inner) {
+  __shared__ float part[kThreads];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      s += dy[r * inner + j] * a[r * inner + j];
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) db[r] = part[0];
+    __syncthreads();
+  }
 }
 
 }  // namespace
@@ -103,6 +131,52 @@ void CudaBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor
   StandIn sdx(*this, dx, false, true), sdy(*this, dy, true, false), sd(*this, d, true, false);
   activation_backward(sdx.get(), sdy.get(), sd.get(), sd.get(), a, alpha);
   sdx.finish();
+}
+
+void CudaBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
+  const MultiplyGeometry g = multiply_geometry(y, a, b);
+  if (!plain_f32({&y, &a, &b})) {  // 16-bit or channels-last: in the logical order, in fp32
+    StandIn sy(*this, y, &y == &a, true), sa(*this, a, true, false), sb(*this, b, true, false);
+    multiply(sy.get(), &y == &a ? sy.get() : sa.get(), sb.get());
+    return sy.finish();
+  }
+  if (a.numel() == 0) return;
+  multiply_rows_kernel<<<grid_for(a.numel()), kThreads, 0, stream_>>>(y.data(), a.data(), b.data(),
+                                                                      a.numel(), g.inner);
+  CUDA_CHECK_LAUNCH();
+}
+
+void CudaBackend::multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                                    const Tensor& b) {
+  const MultiplyGeometry g = multiply_geometry(dy, a, b);
+  if (!plain_f32({&dy, &a, &b}) || (da && !plain_f32({da})) || (db && !plain_f32({db}))) {
+    StandIn sdy(*this, dy, true, false), sa(*this, a, true, false), sb(*this, b, true, false);
+    std::optional<StandIn> sda, sdb;
+    if (da) sda.emplace(*this, *da, false, true);
+    if (db) sdb.emplace(*this, *db, false, true);
+    multiply_backward(da ? &sda->get() : nullptr, db ? &sdb->get() : nullptr, sdy.get(), sa.get(),
+                      sb.get());
+    if (sda) sda->finish();
+    if (sdb) sdb->finish();
+    return;
+  }
+  if (a.numel() == 0) return;
+  if (da) {
+    expect_numel(*da, a.numel(), "multiply: da");
+    multiply_rows_kernel<<<grid_for(a.numel()), kThreads, 0, stream_>>>(
+        da->data(), dy.data(), b.data(), a.numel(), g.inner);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (db) {
+    expect_numel(*db, b.numel(), "multiply: db");
+    if (g.inner == 1)  // b is a's shape: db = dy * a, elementwise
+      multiply_kernel<<<grid_for(a.numel()), kThreads, 0, stream_>>>(db->data(), dy.data(),
+                                                                     a.data(), a.numel());
+    else
+      multiply_row_sums_kernel<<<static_cast<unsigned>(std::min<int64_t>(g.rows, 65535)), kThreads,
+                                 0, stream_>>>(db->data(), dy.data(), a.data(), g.rows, g.inner);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 void CudaBackend::dropout_forward(Tensor& y, Tensor& mask, const Tensor& x, float p, uint64_t seed,

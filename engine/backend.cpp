@@ -22,6 +22,19 @@ ColumnCopy check_copy_columns(const Tensor& dst, int64_t dst_col, const Tensor& 
   return {rows, dst_row, src_row};
 }
 
+MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tensor& b) {
+  const Shape &as = a.shape(), &bs = b.shape();
+  const std::string what = "multiply " + as.str() + " * " + bs.str() + " -> " + y.shape().str();
+  TANDEM_CHECK(y.numel() == a.numel(), what);
+  if (bs == as) return {a.numel(), 1};
+  // (N,C) or (N,C,1,1) against (N,C,...): one value per (sample, channel).
+  TANDEM_CHECK(as.rank() >= 2 && bs.rank() >= 2 && bs[0] == as[0] && bs[1] == as[1] &&
+                   b.numel() == as[0] * as[1],
+               what);
+  const int64_t rows = as[0] * as[1];
+  return {rows, rows ? a.numel() / rows : 1};
+}
+
 int64_t batch_to_try(int64_t batch, size_t asked, size_t available) {
   if (batch <= 1) return 1;
   if (!available || asked <= available / 2) return batch / 2;

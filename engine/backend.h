@@ -91,6 +91,13 @@ struct AdamParams {
 };
 
 // Output spatial size of a convolution or pooling window (floor mode).
+// multiply's geometry: a as rows of `inner` values, b one value per row (inner 1: b is a's
+// shape). Checks the shapes (TANDEM_CHECK) and names them in the message.
+struct MultiplyGeometry {
+  int64_t rows = 0, inner = 1;
+};
+MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tensor& b);
+
 inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int dilation = 1) {
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
 }
@@ -198,6 +205,13 @@ class Backend {
   virtual void bias_backward(Tensor& db, const Tensor& dy) = 0;
   // y = a + b, elementwise, same shapes (y may alias a or b).
   virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  // y = a * b elementwise (y may alias a). b has a's shape, or it is (N,C) or (N,C,1,1) against
+  // an a of (N,C,...), its value broadcast over a's positions (squeeze-and-excitation's gate).
+  virtual void multiply(Tensor& y, const Tensor& a, const Tensor& b) = 0;
+  // multiply's gradients: da = dy * b (broadcast as there), db = dy * a summed over the positions
+  // b is broadcast over. Either may be null; neither aliases dy, a or b.
+  virtual void multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                                 const Tensor& b) = 0;
   // t *= factor[0], elementwise; t fp32, factor (1) fp32 on this backend, read by the op itself
   // (fp16's loss scale multiplies the loss gradient so, with no wait for the device).
   virtual void scale_by(Tensor& t, const Tensor& factor) = 0;

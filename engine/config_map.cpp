@@ -97,6 +97,7 @@ const std::multimap<std::string, std::string> kSynonyms = {
     {"batchnormalization", "batchnorm"},
     {"bn", "batchnorm"},
     {"eltwise", "add"},
+    {"mul", "multiply"},
     {"swish", "silu"},
     {"hard_swish", "hardswish"},
     {"hard_sigmoid", "hardsigmoid"},

@@ -1,4 +1,4 @@
-// add and concat.
+// add, multiply and concat.
 #include "layers/merge.h"
 
 #include "engine/error.h"
@@ -8,10 +8,10 @@ namespace tandem {
 Shape Add::setup_inputs(const std::vector<Shape>& in) {
   for (const Shape& s : in)
     if (s != in.front())
-      throw ConfigError("add needs inputs of one shape, got " + in.front().str() + " and " +
-                            s.str(),
-                        "make the branches end in the same shape (a 1x1 conv2d can match the "
-                        "channels, its stride the height and width)");
+      throw ConfigError(
+          "add needs inputs of one shape, got " + in.front().str() + " and " + s.str(),
+          "make the branches end in the same shape (a 1x1 conv2d can match the "
+          "channels, its stride the height and width)");
   ins_ = in;
   in_ = in.front();
   out_ = in.front();
@@ -23,13 +23,50 @@ void Add::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y)
   for (size_t k = 2; k < xs.size(); ++k) ctx.backend.add(y, y, xs[k]);
 }
 
-void Add::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor&,
-                          const Tensor& dy, const std::vector<Tensor*>& dxs) {
+void Add::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor&, const Tensor& dy,
+                          const std::vector<Tensor*>& dxs) {
   for (Tensor* dx : dxs)
     if (dx) ctx.backend.copy(*dx, dy);
 }
 
 int64_t Add::flops() const { return static_cast<int64_t>(ins_.size() - 1) * out_.numel(); }
+
+Shape Multiply::setup_inputs(const std::vector<Shape>& in) {
+  if (in.size() != 2)
+    throw ConfigError("multiply takes two inputs, got " + std::to_string(in.size()),
+                      "list two layers under 'inputs:' (a gate is multiplied into one branch)");
+  // A per-channel gate: (C) or (C,1,1) against (C,H,W) of the same C.
+  auto gates = [](const Shape& g, const Shape& x) {
+    return x.rank() == 3 && g[0] == x[0] &&
+           (g.rank() == 1 || (g.rank() == 3 && g[1] == 1 && g[2] == 1)) && g != x;
+  };
+  if (in[0] == in[1])
+    gate_ = 1;
+  else if (gates(in[1], in[0]))
+    gate_ = 1;
+  else if (gates(in[0], in[1]))
+    gate_ = 0;
+  else
+    throw ConfigError(
+        "multiply needs inputs of one shape, or a (C) or (C,1,1) gate and a (C,H,W) input of the "
+        "same C; got " +
+            in[0].str() + " and " + in[1].str(),
+        "a squeeze-and-excitation gate is global_avgpool, 1x1 conv2d layers and a sigmoid, its "
+        "last conv2d with as many filters as the input has channels");
+  ins_ = in;
+  in_ = in[1 - gate_];
+  out_ = in_;
+  return out_;
+}
+
+void Multiply::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
+  ctx.backend.multiply(y, xs[1 - gate_], xs[gate_]);
+}
+
+void Multiply::backward_inputs(Context& ctx, const std::vector<Tensor>& xs, const Tensor&,
+                               const Tensor& dy, const std::vector<Tensor*>& dxs) {
+  ctx.backend.multiply_backward(dxs[1 - gate_], dxs[gate_], dy, xs[1 - gate_], xs[gate_]);
+}
 
 Shape Concat::setup_inputs(const std::vector<Shape>& in) {
   const Shape& first = in.front();
@@ -38,11 +75,13 @@ Shape Concat::setup_inputs(const std::vector<Shape>& in) {
     bool same = s.rank() == first.rank();
     for (int d = 1; same && d < s.rank(); ++d) same = s[d] == first[d];
     if (!same)
-      throw ConfigError("concat joins inputs along their first axis (channels, or features), so "
-                        "the others must agree; got " + first.str() + " and " + s.str(),
-                        first.rank() == 3 ? "make the branches keep the same height and width "
-                                            "(padding, stride)"
-                                          : "flatten every branch, or none");
+      throw ConfigError(
+          "concat joins inputs along their first axis (channels, or features), so "
+          "the others must agree; got " +
+              first.str() + " and " + s.str(),
+          first.rank() == 3 ? "make the branches keep the same height and width "
+                              "(padding, stride)"
+                            : "flatten every branch, or none");
     axis += s[0];
   }
   std::vector<int64_t> dims(static_cast<size_t>(first.rank()));

@@ -1,4 +1,4 @@
-// add and concat: the layers that join the branches of a model (listed with `inputs:`).
+// add, multiply and concat: the layers that join the branches of a model (listed with `inputs:`).
 #pragma once
 
 #include <string>
@@ -34,6 +34,24 @@ class Add : public MergeLayer {
   void backward_inputs(Context& ctx, const std::vector<Tensor>& xs, const Tensor& y,
                        const Tensor& dy, const std::vector<Tensor*>& dxs) override;
   int64_t flops() const override;
+};
+
+// multiply: y = x1 * x2, elementwise; one input may be a gate of one value per channel, (C) or
+// (C,1,1), against a (C,H,W) other, broadcast over its positions (squeeze-and-excitation).
+class Multiply : public MergeLayer {
+ public:
+  explicit Multiply(ConfigMap&) {}
+  std::string type() const override { return "multiply"; }
+  Shape setup_inputs(const std::vector<Shape>& in) override;
+  void forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) override;
+  void backward_inputs(Context& ctx, const std::vector<Tensor>& xs, const Tensor& y,
+                       const Tensor& dy, const std::vector<Tensor*>& dxs) override;
+  int64_t flops() const override { return out_.numel(); }
+  size_t gate() const { return gate_; }  // the input broadcast (or the second, of equal shapes)
+  const Shape& gate_shape() const { return ins_[gate_]; }
+
+ private:
+  size_t gate_ = 1;
 };
 
 // concat: the inputs side by side along the channel axis (images (C, H, W) of one height and

@@ -27,6 +27,7 @@ void register_builtin_layers() {
   register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
   register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });
   register_layer("add", [](ConfigMap& a) { return std::make_unique<Add>(a); });
+  register_layer("multiply", [](ConfigMap& a) { return std::make_unique<Multiply>(a); });
   register_layer("concat", [](ConfigMap& a) { return std::make_unique<Concat>(a); });
   register_loss("softmax_cross_entropy", [] { return std::make_unique<SoftmaxCrossEntropy>(); });
   register_loss("mse", [] { return std::make_unique<Mse>(); });

@@ -26,6 +26,7 @@
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
+#include "layers/merge.h"
 #include "layers/pool2d.h"
 #include "tools/app.h"
 #include "tools/checkpoint_model.h"
@@ -70,6 +71,16 @@ class GraphBuilder {
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (int64_t d : dims) t->add_dims(d);
     t->set_raw_data(values.data(), values.size() * sizeof(float));
+    return t->name();
+  }
+
+  // An int64 constant of the graph (axes, shapes); returns its (unique) name.
+  std::string int_constant(const std::string& name, const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = g_->add_initializer();
+    t->set_name(unique(name));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
     return t->name();
   }
 
@@ -301,6 +312,17 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
       b.node("Add", k + 1 == in.size() ? name : fmt::format("{}.{}", name, k), {sum, in[k]}, to);
       sum = to;
     }
+  } else if (auto* mul = dynamic_cast<Multiply*>(&layer); mul && type == "multiply") {
+    // Mul broadcasts numpy's way, from the last axis: a (N,C) gate of a (N,C,H,W) input becomes
+    // (N,C,1,1) first.
+    std::string gate = in[mul->gate()];
+    const std::string& x = in[1 - mul->gate()];
+    if (mul->gate_shape().rank() == 1 && layer.output_shape().rank() == 3) {
+      const std::string to = b.unique(name + ".gate");
+      b.node("Unsqueeze", name + ".gate", {gate, b.int_constant(name + ".axes", {2, 3})}, to);
+      gate = to;
+    }
+    b.node("Mul", name, {x, gate}, output);
   } else if (type == "concat") {
     set_int(b.node("Concat", name, in, output), "axis", 1);  // channels, or features
   } else {

@@ -291,6 +291,21 @@ TEST_P(Ops16Test, ActivationsMatchReference) {
   }
 }
 
+// A 16-bit (channels-last) input times a 16-bit gate (N,C,1,1): each product rounded once; the
+// gate's gradient sums over the positions (a sum of H*W products).
+TEST_P(Ops16Test, MultiplyByAGateMatchesReference) {
+  const Shape s{2, 6, 5, 3}, g{2, 6, 1, 1};
+  const Floats a = rounded(random(s.numel(), 70)), b = rounded(random(g.numel(), 71));
+  const Floats dy = rounded(random(s.numel(), 72));
+  Tensor ta = upload16(s, a), tb = upload16(g, b), y = output16(s);
+  be().multiply(y, ta, tb);
+  EXPECT_LT(relative_error(values(y), reference::multiply(a, b, 15)), tolerance(0));
+  Tensor da = output16(s), db = output16(g);
+  be().multiply_backward(&da, &db, upload16(s, dy), ta, tb);
+  EXPECT_LT(relative_error(values(da), reference::multiply(dy, b, 15)), tolerance(0));
+  EXPECT_LT(relative_error(values(db), reference::multiply_backward_b(dy, a, 15)), tolerance(15));
+}
+
 TEST_P(Ops16Test, ReluPassesNaNOn) {
   Tensor x = upload16({1, 4, 1, 1}, {NAN, -1.f, 2.f, 0.f}), y = output16({1, 4, 1, 1});
   be().activation_forward(y, x, Activation::kRelu, 0.f);

@@ -171,6 +171,43 @@ TEST_P(ElementwiseTest, CountNonfiniteCountsNanAndBothInfinities) {
   EXPECT_EQ(be().count_nonfinite(std::vector<const Tensor*>{}), 0);
 }
 
+// multiply of one shape, and with a (N,C) or (N,C,1,1) gate broadcast over odd positions; its
+// gradients, the gate's summed over the positions; and in place over a.
+TEST_P(ElementwiseTest, MultiplyAndItsGradientsMatchReference) {
+  const Shape x{3, 5, 7, 3};
+  const struct {
+    Shape gate;
+    int64_t inner;
+  } cases[] = {{x, 1}, {Shape{3, 5}, 21}, {Shape{3, 5, 1, 1}, 21}, {Shape{3, 5}, 1}};
+  uint32_t seed = 60;
+  for (const auto& c : cases) {
+    const Shape a_shape = c.gate.rank() == 2 && c.inner == 1 ? Shape{3, 5} : x;
+    SCOPED_TRACE(a_shape.str() + " * " + c.gate.str());
+    const Floats a = random(a_shape.numel(), seed++), b = random(c.gate.numel(), seed++);
+    const Floats dy = random(a_shape.numel(), seed++);
+    Tensor ta = upload(a_shape, a), tb = upload(c.gate, b), y = output(a_shape);
+    be().multiply(y, ta, tb);
+    EXPECT_CLOSE(download(y), reference::multiply(a, b, c.inner));
+    Tensor tdy = upload(a_shape, dy), da = output(a_shape), db = output(c.gate);
+    be().multiply_backward(&da, &db, tdy, ta, tb);
+    EXPECT_CLOSE(download(da), reference::multiply(dy, b, c.inner));
+    EXPECT_CLOSE(download(db), reference::multiply_backward_b(dy, a, c.inner));
+    Tensor only_db = output(c.gate);  // either gradient alone
+    be().multiply_backward(nullptr, &only_db, tdy, ta, tb);
+    EXPECT_EQ(download(only_db), download(db));
+    be().multiply(ta, ta, tb);  // in place
+    EXPECT_CLOSE(download(ta), reference::multiply(a, b, c.inner));
+  }
+}
+
+TEST_P(ElementwiseTest, MultiplyRefusesShapesThatDoNotBroadcast) {
+  Tensor a = output({2, 4, 3, 3}), y = output({2, 4, 3, 3});
+  for (const Shape& gate : {Shape{2, 3}, Shape{2, 4, 3, 1}, Shape{4}}) {
+    Tensor b = output(gate);
+    EXPECT_THROW(be().multiply(y, a, b), Error) << gate.str();
+  }
+}
+
 TANDEM_INSTANTIATE_BACKEND_SUITE(ElementwiseTest);
 
 class ActivationTest : public BackendTest {};

@@ -319,6 +319,19 @@ TEST_F(Parity, ActivationsForwardAndBackward) {
   }
 }
 
+TEST_F(Parity, MultiplyByAGateAndItsGradients) {
+  const Shape s{4, 6, 5, 5}, g{4, 6, 1, 1};
+  Pair a = make(s, 61), b = make(g, 62), y = make(s, 63), dy = make(s, 64), da = make(s, 65),
+       db = make(g, 66);
+  cpu_->multiply(y.c, a.c, b.c);
+  gpu_->multiply(y.g, a.g, b.g);
+  EXPECT_LT(error(y), kTol);
+  cpu_->multiply_backward(&da.c, &db.c, dy.c, a.c, b.c);
+  gpu_->multiply_backward(&da.g, &db.g, dy.g, a.g, b.g);
+  EXPECT_LT(error(da), kTol);
+  EXPECT_LT(error(db), kTol);
+}
+
 TEST_F(Parity, SoftmaxCrossEntropyMseAndAccuracy) {
   const int64_t n = 33;
   const int c = 10;

@@ -197,6 +197,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"GroupsBelowOne",
                   with("kernel: 3, padding: 1", "kernel: 3, padding: 1, groups: 0"),
                   {"layer 1 (conv2d): 'groups': expected a value of at least 1, got 0"}},
+        BadConfig{"MultiplyOfShapesThatDoNotBroadcast",
+                  with("  - flatten\n",
+                       "  - {multiply: {}, inputs: [conv2d_1, maxpool_1]}\n  - flatten\n"),
+                  {"layer 4 (multiply), inputs [4, 8, 8] and [4, 4, 4]",
+                   "multiply needs inputs of one shape, or a (C) or (C,1,1) gate"}},
         BadConfig{
             "DenseOnImageInput",
             with("  - flatten\n", ""),

@@ -86,6 +86,11 @@ class CountingBackend : public Backend {
   void bias_add(Tensor& y, const Tensor& b) override { in_.bias_add(y, b); }
   void bias_backward(Tensor& db, const Tensor& dy) override { in_.bias_backward(db, dy); }
   void add(Tensor& y, const Tensor& a, const Tensor& b) override { in_.add(y, a, b); }
+  void multiply(Tensor& y, const Tensor& a, const Tensor& b) override { in_.multiply(y, a, b); }
+  void multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
+                         const Tensor& b) override {
+    in_.multiply_backward(da, db, dy, a, b);
+  }
   void scale_by(Tensor& t, const Tensor& f) override { in_.scale_by(t, f); }
   void copy_columns(Tensor& dst, int64_t dst_col, const Tensor& src, int64_t src_col,
                     int64_t cols) override {

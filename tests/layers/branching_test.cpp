@@ -36,12 +36,44 @@ layers:
 loss: softmax_cross_entropy
 )";
 
-class BranchingGradient : public testing::BackendTest {};
+// Squeeze-and-excitation, both ways a gate is written: (C,1,1) from global_avgpool and 1x1
+// convolutions, (C) from a flat pooling and a dense layer; and a multiply of two inputs of one
+// shape (a gated linear unit's form).
+const char* kGated = R"(
+input: {shape: [4, 5, 5]}
+layers:
+  - {conv2d: {filters: 4, kernel: 3, padding: 1}, name: stem}
+  - tanh
+  - global_avgpool
+  - conv2d: {filters: 2, kernel: 1}
+  - silu
+  - conv2d: {filters: 4, kernel: 1}
+  - sigmoid
+  - {multiply: {}, inputs: [tanh_1, sigmoid_1], name: se}
+  - {global_avgpool: {keep_dims: false}, inputs: [se]}
+  - dense: {units: 4}
+  - sigmoid
+  - {multiply: {}, inputs: [sigmoid_2, se], name: se2}
+  - {tanh: {}, inputs: [stem]}
+  - {multiply: {}, inputs: [se2, tanh_2]}
+  - flatten
+  - dense: {units: 4}
+loss: softmax_cross_entropy
+)";
+
+class BranchingGradient : public testing::BackendTest {
+ protected:
+  void check(const char* yaml, size_t params_expected);
+};
+
+TEST_P(BranchingGradient, EveryParameterMatchesFiniteDifferences) { check(kBranching, 10); }
+
+TEST_P(BranchingGradient, GatesOfMultiplyMatchFiniteDifferences) { check(kGated, 10); }
 
 // L = sum(logits * r): the backward pass from dL/dlogits = r against central differences of the
 // forward, in fp32 on the backend, at up to 25 entries of every parameter.
-TEST_P(BranchingGradient, EveryParameterMatchesFiniteDifferences) {
-  Config config = parse_config(kBranching, "branching.yaml");
+void BranchingGradient::check(const char* yaml, size_t params_expected) {
+  Config config = parse_config(yaml, "branching.yaml");
   Graph graph(config);
   ASSERT_TRUE(graph.branches());
   const int64_t n = 3;
@@ -60,7 +92,7 @@ TEST_P(BranchingGradient, EveryParameterMatchesFiniteDifferences) {
   Tensor dlogits = upload({n, 4}, r);
   graph.backward(ctx, dlogits);
   const auto params = graph.params();
-  ASSERT_EQ(params.size(), 10u);  // 4 conv2d and 2 dense layers, bias off for none
+  ASSERT_EQ(params.size(), params_expected);  // weights and biases
   for (Param* p : params) {
     SCOPED_TRACE(p->name);
     const Floats analytic = download(p->grad);

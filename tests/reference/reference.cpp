@@ -240,6 +240,18 @@ Doubles activation_backward(const Floats& dy, const Floats& x, Activation a, dou
   return dx;
 }
 
+Doubles multiply(const Floats& a, const Floats& b, int64_t inner) {
+  Doubles y(a.size());
+  for (size_t i = 0; i < a.size(); ++i) y[i] = static_cast<double>(a[i]) * b[i / inner];
+  return y;
+}
+
+Doubles multiply_backward_b(const Floats& dy, const Floats& a, int64_t inner) {
+  Doubles db(a.size() / inner, 0.0);
+  for (size_t i = 0; i < a.size(); ++i) db[i / inner] += static_cast<double>(dy[i]) * a[i];
+  return db;
+}
+
 Doubles bias_add(const Floats& y, const Floats& b, int64_t n, int64_t c, int64_t inner) {
   Doubles out(y.begin(), y.end());
   for (int64_t i = 0; i < n * c * inner; ++i) out[i] += b[(i / inner) % c];

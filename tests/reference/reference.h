@@ -52,6 +52,10 @@ Doubles activation_forward(const Floats& x, Activation a, double alpha);
 Doubles activation_backward(const Floats& dy, const Floats& x, Activation a, double alpha);
 
 // y (N,C,inner) + b (C).
+// y = a * b[i / inner] (inner 1: b has a's shape); and its gradients, db summed over each row.
+Doubles multiply(const Floats& a, const Floats& b, int64_t inner);
+Doubles multiply_backward_b(const Floats& dy, const Floats& a, int64_t inner);
+
 Doubles bias_add(const Floats& y, const Floats& b, int64_t n, int64_t c, int64_t inner);
 // db (C) = sum of dy (N,C,inner) over N and inner.
 Doubles bias_backward(const Floats& dy, int64_t n, int64_t c, int64_t inner);

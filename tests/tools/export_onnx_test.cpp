@@ -271,9 +271,10 @@ TEST(ExportOnnx, EveryLayerTypeRunsInOnnxRuntimeAsPredictComputesIt) {
   expect_runtime_equals_predict(dir, "opset17", " --opset 17");
 }
 
-// Every activation, each on its own branch of one dense layer's output, and a grouped convolution
-// pooled to (C) beside them, in ONNX Runtime: the operators or compositions export writes compute
-// what tandem computes.
+// Every activation, each on its own branch of one dense layer's output, and beside them a grouped
+// convolution gated twice (squeeze-and-excitation with a (C,1,1) gate, then with a flat (C) one)
+// and pooled to (C), in ONNX Runtime: the operators or compositions export writes compute what
+// tandem computes.
 const char kEveryActivation[] = R"(name: every_activation
 input: {shape: [1, 6, 5]}
 layers:
@@ -290,8 +291,16 @@ layers:
   - {mish: {}, inputs: [d], name: a9}
   - {conv2d: {filters: 4, kernel: 3, padding: 1, groups: 1}, inputs: [input], name: c1}
   - {conv2d: {filters: 8, kernel: 3, padding: 1, groups: 4}, name: c2}
+  - global_avgpool
+  - conv2d: {filters: 8, kernel: 1}
+  - {sigmoid: {}, name: s1}
+  - {multiply: {}, inputs: [c2, s1], name: m1}
   - {global_avgpool: {keep_dims: false}, name: gp}
-  - {concat: {}, inputs: [a1, a2, a3, a4, a5, a6, a7, a8, a9, gp]}
+  - dense: {units: 8}
+  - {sigmoid: {}, name: s2}
+  - {multiply: {}, inputs: [s2, m1]}
+  - {global_avgpool: {keep_dims: false}, name: gp2}
+  - {concat: {}, inputs: [a1, a2, a3, a4, a5, a6, a7, a8, a9, gp2]}
   - dense: {units: 3}
 data: {format: synthetic, classes: 3, train_size: 32, test_size: 8, seed: 2}
 train: {epochs: 1, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4}
