@@ -133,10 +133,22 @@ TEST(Graph, AllocatePacksTheParamsIntoOneAlignedBuffer) {
 }
 
 TEST(Config, ShippedConfigsLoadAndBuild) {
-  for (const char* name : {"lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet"}) {
+  for (const char* name : {"lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet",
+                           "resnet18_cifar", "mobilenet_v2_cifar"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
     Graph g(c);
     EXPECT_EQ(g.classes(), 10) << name;
+  }
+}
+
+// The configs of torchvision's networks count PyTorch's parameters:
+// sum(p.numel() for p in model.parameters()) of the models their comments describe.
+TEST(Config, TorchvisionNetworksHavePyTorchsParameterCounts) {
+  const std::pair<const char*, int64_t> nets[] = {
+      {"resnet18_cifar", 11173962}, {"mobilenet_v2_cifar", 2236682}, {"resnet50", 25557032}};
+  for (const auto& [name, count] : nets) {
+    Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
+    EXPECT_EQ(Graph(c).parameter_count(), count) << name;
   }
 }
 
