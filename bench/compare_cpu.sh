@@ -14,7 +14,8 @@
 # line printed names the CPU and the kernel; see bench/README.md).
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS,
-# ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR (defaults 100 / 200 / 30),
+# ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR / STEPS_MODERN (defaults
+# 100 / 200 / 30 / 10; MODERN: resnet18_cifar and mobilenet_v2_cifar), ONLY (config names),
 # PT_CORETYPE (OpenBLAS' kernel instead of the one chosen, or auto: OpenBLAS' own detection),
 # PT_ARGS (extra pytorch_bench.py flags, e.g. PT_ARGS=--channels-last; default none: NCHW).
 set -u
@@ -32,7 +33,17 @@ RUNS=(
   "cifar_cnn 128 ${STEPS_CIFAR:-30}"
   "cifar_bn 128 ${STEPS_CIFAR:-30}"
   "cifar_resnet 128 ${STEPS_CIFAR:-30}"
+  "resnet18_cifar 64 ${STEPS_MODERN:-10}"
+  "mobilenet_v2_cifar 64 ${STEPS_MODERN:-10}"
 )
+# ONLY="resnet18_cifar mobilenet_v2_cifar": those configs alone.
+if [[ -n ${ONLY:-} ]]; then
+  kept=()
+  for run in "${RUNS[@]}"; do
+    for name in $ONLY; do [[ ${run%% *} == "$name" ]] && kept+=("$run"); done
+  done
+  RUNS=("${kept[@]}")
+fi
 source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
 
 have_trainer=1

@@ -96,10 +96,115 @@ _MERGE = ("add", "concat", "multiply")  # the layer types that take two or more 
 _RELU_LIKE = ("relu", "leaky_relu", "relu6", "silu", "hardswish", "gelu", "elu", "softplus", "mish")
 
 
+def _item_type(item):
+    if isinstance(item, str):
+        return item
+    types = [k for k in item if k not in ("name", "inputs", "repeat")] if isinstance(item, dict) else []
+    return types[0] if len(types) == 1 else None
+
+
+def expand_blocks(cfg):
+    """cfg['layers'] with every use of a block of cfg['blocks'] replaced by the block's layers, as
+    tandem expands them: '$param' replaced by the use's value (or the param's default), names
+    scoped by the use (NAME.layer, BLOCK_k for an unnamed use, NAME.k for `repeat`), `input` the
+    block's input."""
+    blocks = cfg.get("blocks") or {}
+    out, uses = [], {}
+
+    def last_name():
+        if not out:
+            return "input"
+        last = out[-1]
+        if isinstance(last, dict) and last.get("name"):
+            return last["name"]
+        typ = _item_type(last)
+        k = sum(1 for o in out if _item_type(o) == typ and not (isinstance(o, dict) and o.get("name")))
+        return f"{typ}_{k}"
+
+    def sub(node, values, block):
+        if isinstance(node, str) and node.startswith("$") and len(node) > 1:
+            if node[1:] not in values:
+                raise ConfigError(f"block '{block}' uses '{node}', which is none of its params")
+            return values[node[1:]]
+        if isinstance(node, dict):
+            return {k: sub(v, values, block) for k, v in node.items()}
+        if isinstance(node, list):
+            return [sub(v, values, block) for v in node]
+        return node
+
+    def add(item, scope, scope_input, stack, counts, first):
+        typ = _item_type(item)
+        if typ in blocks:
+            return use(item, typ, scope, scope_input, stack, counts, first)
+        if scope:
+            item = dict(item) if isinstance(item, dict) else {item: {}}
+            own = item.get("name")
+            if not own:
+                counts[typ] = counts.get(typ, 0) + 1
+                own = f"{typ}_{counts[typ]}"
+            ins = item.get("inputs")
+            ins = [ins] if isinstance(ins, str) else ins
+            if ins:
+                item["inputs"] = [scope_input if n == "input" else f"{scope}.{n}" for n in ins]
+            elif first[0] and scope_input != last_name():
+                item["inputs"] = [scope_input]
+            item["name"] = f"{scope}.{own}"
+        first[0] = False
+        out.append(item)
+
+    def use(item, typ, scope, scope_input, stack, counts, first):
+        if typ in stack:
+            raise ConfigError(f"block '{typ}' uses itself")
+        block = blocks[typ]
+        params = block.get("params") or {}
+        given = (item.get(typ) if isinstance(item, dict) else None) or {}
+        unknown = set(given) - set(params)
+        if unknown:
+            raise ConfigError(f"block '{typ}' has no param(s) {sorted(unknown)}")
+        values = {k: v for k, v in params.items() if v is not None}
+        values.update(given)
+        missing = [k for k in params if k not in values]
+        if missing:
+            raise ConfigError(f"block '{typ}' needs a value for {missing}")
+        name = item.get("name") if isinstance(item, dict) else None
+        if not name:
+            key = typ if not scope else f"{scope}/{typ}"
+            if scope:
+                counts[typ] = counts.get(typ, 0) + 1
+                name = f"{typ}_{counts[typ]}"
+            else:
+                uses[key] = uses.get(key, 0) + 1
+                name = f"{typ}_{uses[key]}"
+        base = f"{scope}.{name}" if scope else name
+        ins = item.get("inputs") if isinstance(item, dict) else None
+        ins = [ins] if isinstance(ins, str) else ins
+        if ins:
+            n = ins[0]
+            block_input = n if not scope else (scope_input if n == "input" else f"{scope}.{n}")
+        else:
+            block_input = scope_input if first[0] else last_name()
+        times = int(item.get("repeat", 1)) if isinstance(item, dict) else 1
+        for k in range(times):
+            inner_scope = f"{base}.{k}" if times > 1 else base
+            inner_first = [True]
+            inner_counts = {}
+            for inner in block["layers"]:
+                add(sub(inner, values, typ), inner_scope, block_input, stack + [typ], inner_counts,
+                    inner_first)
+            block_input = last_name()
+        first[0] = False
+
+    first = [False]
+    for item in cfg.get("layers") or []:
+        add(item, "", "", [], {}, first)
+    return out
+
+
 def parse_items(cfg):
-    """[{type, args, name, inputs}] from cfg['layers'] (name None / inputs None when not given)."""
+    """[{type, args, name, inputs}] from cfg['layers'] (name None / inputs None when not given),
+    blocks expanded."""
     out = []
-    for i, item in enumerate(cfg.get("layers") or []):
+    for i, item in enumerate(expand_blocks(cfg)):
         name = inputs = None
         if isinstance(item, str):
             typ, args = item, {}
@@ -150,12 +255,13 @@ def parse_layers(cfg):
 
 
 def wiring(items):
-    """(names, inputs): each layer's name (its `name:`, else type_k for the k-th layer of its type,
-    named ones counted) and the activations it takes (0 = the model input, k = layer k-1's output),
+    """(names, inputs): each layer's name (its `name:`, else type_k for the k-th unnamed layer of
+    its type) and the activations it takes (0 = the model input, k = layer k-1's output),
     checked as tandem's Graph checks them."""
     names, counts = [], {}
     for it in items:
-        counts[it["type"]] = counts.get(it["type"], 0) + 1
+        if not it["name"]:
+            counts[it["type"]] = counts.get(it["type"], 0) + 1
         names.append(it["name"] or f"{it['type']}_{counts[it['type']]}")
     named = {"input": 0}
     inputs = []
