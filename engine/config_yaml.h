@@ -1,11 +1,14 @@
-// The YAML wording that the config's map reader (config_map.cpp) and its parser (config.cpp)
-// share: where a node is, and how a value reads in a message. Internal to engine/.
+// The YAML wording that the config's map reader (config_map.cpp) and its parser (config.cpp,
+// config_layers.cpp) share: where a node is, and how a value reads in a message; and the layer
+// list's reader. Internal to engine/.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <vector>
+
+#include "engine/config.h"
 
 namespace tandem::config_detail {
 
@@ -18,5 +21,9 @@ std::string flow_text(const YAML::Node& n);
 // What `typed` stands for in tandem's words (another framework's name: "fc" is dense), in the
 // table's order; empty when it is no synonym.
 std::vector<std::string> synonyms_of(const std::string& typed);
+
+// c.layers from `layers:`, every use of a block of `blocks:` expanded (config_layers.cpp). `text`
+// is the config's own, loaded again for each use so that every copied node keeps its line.
+void parse_layers(Config& c, ConfigMap& top, const std::string& file, const std::string& text);
 
 }  // namespace tandem::config_detail
