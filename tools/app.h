@@ -29,15 +29,15 @@ struct RunRequest {
   std::optional<int> threads;
   std::optional<std::string> data;  // replaces data.path (both splits)
   std::string metrics_path;
-  std::string plot_path;       // --plot FILE.png
+  std::string plot_path;  // --plot FILE.png
   bool quiet = false;
-  int verbose = 1;             // 0: the result only (--quiet), 1: the bar, 2: a line per epoch
-  int64_t log_every = 0;       // --log-every N: per-step figures every N steps (0: none)
-  std::string tensorboard;     // --tensorboard DIR: event files, a run folder per device
-  bool log_placement = false;  // what ran each layer
-  std::string checkpoint_dir;  // replaces train.checkpoint.dir
-  std::string resume;          // a checkpoint file, or a folder (its newest)
-  std::string checkpoint;      // eval, predict: the checkpoint file (or folder: its newest)
+  int verbose = 1;                  // 0: the result only (--quiet), 1: the bar, 2: a line per epoch
+  int64_t log_every = 0;            // --log-every N: per-step figures every N steps (0: none)
+  std::string tensorboard;          // --tensorboard DIR: event files, a run folder per device
+  bool log_placement = false;       // what ran each layer
+  std::string checkpoint_dir;       // replaces train.checkpoint.dir
+  std::string resume;               // a checkpoint file, or a folder (its newest)
+  std::string checkpoint;           // eval, predict: the checkpoint file (or folder: its newest)
   std::vector<std::string> inputs;  // predict: image files
   int top_k = 3;                    // predict
   // bench
@@ -57,8 +57,8 @@ struct RunRequest {
 // A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.
 struct DeviceSpec {
   std::string backend;
-  int index = -1;  // cpu: threads; gpu: device index; -1: default
-  std::string label;  // as the user wrote it ("cpu:2"), and its precision in a list of several
+  int index = -1;         // cpu: threads; gpu: device index; -1: default
+  std::string label;      // as the user wrote it ("cpu:2"), and its precision in a list of several
   std::string precision;  // the run's (--precision); empty: the config's
 };
 DeviceSpec parse_device(const std::string& text);
@@ -72,6 +72,7 @@ int data_workers(const Config& config, const DeviceSpec& device);
 int run_train(const RunRequest& request);
 int run_bench(const RunRequest& request);
 int run_devices(const RunRequest& request);
+int run_summary(const RunRequest& request);        // tools/summary.cpp
 int run_export_images(const RunRequest& request);  // tools/export_images.cpp
 int run_eval(const RunRequest& request);           // tools/eval.cpp
 int run_predict(const RunRequest& request);        // tools/predict.cpp

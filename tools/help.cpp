@@ -118,7 +118,7 @@ struct Flag {
 };
 
 const std::vector<std::string> kEvery = {"train",   "bench",         "devices", "eval",
-                                         "predict", "export-images", "export"};
+                                         "predict", "export-images", "export",  "summary"};
 
 const std::vector<Flag> kFlags = {
     {"--checkpoint FILE|DIR",
@@ -129,7 +129,7 @@ const std::vector<Flag> kFlags = {
     {"--config FILE",
      "the model, data and training settings (YAML), e.g. configs/lenet.yaml",
      "",
-     {"train", "bench", "export-images"},
+     {"train", "bench", "export-images", "summary"},
      text(&RunRequest::config_path)},
     {"--config FILE",
      "build the model from FILE (default: the config stored in the checkpoint)",
@@ -187,7 +187,7 @@ const std::vector<Flag> kFlags = {
     {"--batch-size N",
      "samples per step",
      "flags",
-     {"train", "bench", "eval"},
+     {"train", "bench", "eval", "summary"},
      whole(&RunRequest::batch_size)},
     {"--lr X", "learning rate", "flags", {"train"}, real(&RunRequest::lr)},
     {"--seed N", "seed of the weights, shuffling and dropout", "flags", {"train"}, seed()},
@@ -289,6 +289,7 @@ const std::vector<Flag> kFlags = {
      "bench",
      {"bench"},
      on(&RunRequest::json)},
+    {"--json", "the summary as one JSON object", "", {"summary"}, on(&RunRequest::json)},
     {"--steps N",
      "steps measured, of which the median counts (default: 20)",
      "",
@@ -365,6 +366,11 @@ device and batch size, with the speedup against the first device.
      "",
      {},
      "trainer devices"},
+    {"summary",
+     "  trainer summary --config FILE [--batch-size N] [--json]   the model table\n",
+     "",
+     {},
+     "trainer summary --config configs/resnet50.yaml --batch-size 32"},
     {"export-images",
      "  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]\n"
      "                                                       write the data set as PNG image "

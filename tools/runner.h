@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/backend_registry.h"
 #include "engine/error.h"
+#include "engine/graph.h"
 #include "engine/trainer.h"
 #include "tools/app.h"
 
@@ -54,6 +55,12 @@ std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
 // --log-placement's table: the library primitive or algorithm behind each layer's ops.
 void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,
                      const std::string& device);
+
+// The model table a run starts with: each layer's name, output shape, parameters and FLOPs per
+// sample (and its inputs in a branching model), and the total.
+std::string model_table(const Graph& g);
+// "Params 431,080 trainable, 0 non-trainable; 1.64 MiB (fp32)", under the model table.
+std::string parameter_line(const Graph& g);
 
 // A device list's exit status: 0 when every device ran, else partial (some ran) or device.
 int exit_status(size_t ran, size_t total);

@@ -43,8 +43,6 @@
 
 namespace tandem {
 
-namespace {
-
 std::string model_table(const Graph& g) {
   std::vector<Row> rows;
   for (const SummaryRow& r : g.summary()) {
@@ -68,6 +66,8 @@ std::string parameter_line(const Graph& g) {
                      fixed ? " (batch normalization's running statistics)" : "", mib,
                      mib < 0.1 ? 4 : 2);
 }
+
+namespace {
 
 // "bf16 (16-bit activations, fp32 weights and optimizer)".
 std::string precision_text(const std::string& p) {

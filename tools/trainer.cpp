@@ -166,6 +166,7 @@ int run(int argc, char** argv) {
         fmt::format("trainer {} runs in one process; mpirun started {}", command, n),
         "run it without mpirun (only training is data-parallel)");
   if (command == "devices") return tandem::run_devices(r);
+  if (command == "summary") return tandem::run_summary(r);
   if (command == "bench") return tandem::run_bench(r);
   if (command == "export-images") return tandem::run_export_images(r);
   if (command == "eval") return tandem::run_eval(r);
