@@ -366,11 +366,6 @@ device and batch size, with the speedup against the first device.
      "",
      {},
      "trainer devices"},
-    {"summary",
-     "  trainer summary --config FILE [--batch-size N] [--json]   the model table\n",
-     "",
-     {},
-     "trainer summary --config configs/resnet50.yaml --batch-size 32"},
     {"export-images",
      "  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]\n"
      "                                                       write the data set as PNG image "
@@ -398,6 +393,11 @@ device and batch size, with the speedup against the first device.
      "",
      {&kOnnxExport},
      "trainer export --checkpoint runs/lenet --onnx lenet.onnx --fold-normalization"},
+    {"summary",
+     "  trainer summary --config FILE [--batch-size N] [--json]   the model table\n",
+     "",
+     {},
+     "trainer summary --config configs/resnet50.yaml --batch-size 32"},
 };
 
 // One flag a line, its text from column `width` + 2 on (two spaces after a longer name), the
