@@ -167,14 +167,10 @@ def expand_blocks(cfg):
         if missing:
             raise ConfigError(f"block '{typ}' needs a value for {missing}")
         name = item.get("name") if isinstance(item, dict) else None
-        if not name:
-            key = typ if not scope else f"{scope}/{typ}"
-            if scope:
-                counts[typ] = counts.get(typ, 0) + 1
-                name = f"{typ}_{counts[typ]}"
-            else:
-                uses[key] = uses.get(key, 0) + 1
-                name = f"{typ}_{uses[key]}"
+        if not name:  # BLOCK_k: the k-th unnamed use, within its scope
+            k = counts if scope else uses
+            k[typ] = k.get(typ, 0) + 1
+            name = f"{typ}_{k[typ]}"
         base = f"{scope}.{name}" if scope else name
         ins = item.get("inputs") if isinstance(item, dict) else None
         ins = [ins] if isinstance(ins, str) else ins

@@ -60,7 +60,6 @@ dnnl::algorithm eltwise_algorithm(Activation a) {
 float eltwise_alpha(Activation a, float alpha) {
   switch (a) {
     case Activation::kLeakyRelu:
-    case Activation::kElu:
       return alpha;
     case Activation::kSilu:
       return 1.f;  // swish's x * sigmoid(alpha * x)
@@ -95,20 +94,12 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   const int64_t n = x.numel();
   if (n == 0) return;
   if (!all_f32_plain({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
-  if (a == Activation::kRelu) {
+  // relu forward too: x <= 0 is false for a NaN, so activation_value copies a NaN through (one
+  // select, so the loop vectorises), where oneDNN's relu would make it 0.
+  if (a == Activation::kRelu || eltwise_algorithm(a) == dnnl::algorithm::undef) {
     if (tracing())
-      placed("activation_forward " + eltwise_key(a, alpha, n) +
-             " -> tandem's OpenMP loop (NaN-propagating)");
-    const float* xp = x.data();
-    float* yp = y.data();
-    // x <= 0 is false for a NaN, so a NaN is copied through; one select, so the loop vectorises.
-#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
-    for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] <= 0.f ? 0.f : xp[i];
-    return;
-  }
-  if (eltwise_algorithm(a) == dnnl::algorithm::undef) {
-    if (tracing())
-      placed("activation_forward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop");
+      placed("activation_forward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop" +
+             (a == Activation::kRelu ? " (NaN-propagating)" : ""));
     const float* xp = x.data();
     float* yp = y.data();
     with_activation(a, [&](auto kind) {

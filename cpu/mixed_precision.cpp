@@ -257,15 +257,6 @@ void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a,
         yp[i] = select_bf16(v > 0.f, xp[i], f32_to_bf16(v * alpha));
       }
       break;
-    case Activation::kSigmoid:
-#pragma omp parallel for schedule(static) if (n > 16384)
-      for (int64_t i = 0; i < n; ++i)
-        yp[i] = f32_to_bf16(1.f / (1.f + std::exp(-bf16_to_f32(xp[i]))));
-      break;
-    case Activation::kTanh:
-#pragma omp parallel for schedule(static) if (n > 16384)
-      for (int64_t i = 0; i < n; ++i) yp[i] = f32_to_bf16(std::tanh(bf16_to_f32(xp[i])));
-      break;
     default:  // widened, computed in fp32 as activation_math.h defines it, rounded once
       with_activation(a, [&](auto kind) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
@@ -299,20 +290,6 @@ void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tens
         // A NaN x is not <= 0: its gradient passes, as oneDNN's fp32 relu lets it.
         out[i] =
             select_bf16(!(bf16_to_f32(d[i]) <= 0.f), g[i], f32_to_bf16(bf16_to_f32(g[i]) * slope));
-      break;
-    case Activation::kSigmoid:
-#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = bf16_to_f32(d[i]);
-        out[i] = f32_to_bf16(bf16_to_f32(g[i]) * v * (1.f - v));
-      }
-      break;
-    case Activation::kTanh:
-#pragma omp parallel for simd schedule(static) if (parallel : n > 16384)
-      for (int64_t i = 0; i < n; ++i) {
-        const float v = bf16_to_f32(d[i]);
-        out[i] = f32_to_bf16(bf16_to_f32(g[i]) * (1.f - v * v));
-      }
       break;
     default:
       with_activation(a, [&](auto kind) {

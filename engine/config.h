@@ -1,14 +1,14 @@
 // The run's configuration: a YAML model file read under strict rules, then command-line overrides.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <yaml-cpp/yaml.h>
 
 #include "engine/tensor.h"
 
@@ -37,7 +37,7 @@ class ConfigMap {
   std::vector<int64_t> get_ints(const std::string& key, std::vector<int64_t> fallback,
                                 size_t n = 0);
   std::vector<double> get_doubles(const std::string& key, std::vector<double> fallback);
-  ConfigMap map(const std::string& key);  // a nested mapping (empty when absent)
+  ConfigMap map(const std::string& key);    // a nested mapping (empty when absent)
   YAML::Node node(const std::string& key);  // raw access, marks the key as read
 
   // Rejects keys that were never read: "unknown key 'filter' ...; expected one of: ...".
@@ -63,10 +63,10 @@ class ConfigMap {
 };
 
 struct LayerSpec {
-  std::string type;  // "conv2d"
-  int index = 0;     // 0-based position
-  std::string where; // "file:line:col" of the list item
-  ConfigMap args;    // the layer's keys (empty for "- relu")
+  std::string type;   // "conv2d"
+  int index = 0;      // 0-based position
+  std::string where;  // "file:line:col" of the list item
+  ConfigMap args;     // the layer's keys (empty for "- relu")
   // Branching models: the item's own `name:` (empty: the layer is called type_k, the k-th of its
   // type) and `inputs:`, the names of the earlier layers (or `input`, the model's input) it takes;
   // empty: the layer before it. `inputs_where` is the position of the `inputs:` value.
@@ -74,6 +74,10 @@ struct LayerSpec {
   std::vector<std::string> inputs;
   std::string inputs_where;
 };
+
+// Each layer's name as the graph calls it: its `name:`, else type_k for the k-th unnamed layer of
+// its type (so that a model of named relus and one unnamed has relu_1, not relu_3).
+std::vector<std::string> layer_names(const std::vector<LayerSpec>& layers);
 
 // Training-set augmentation, drawn from the engine's RNG (seed, epoch, position): reproducible
 // and the same on every device.
@@ -84,22 +88,22 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string format = "synthetic";  // mnist | cifar10 | image_folder | synthetic
-  std::string train_path, test_path; // resolved folders (mnist, cifar10, image_folder)
-  std::string train_from, test_from; // where each was given, for messages: "data.path in FILE"
-  std::vector<float> mean, std;      // per channel, on [0,1] pixel values; empty: 0 and 1
-  AugmentConfig augment;             // training split only
-  Shape shape;                       // synthetic: sample shape (defaults to the model input)
-  int classes = 10;                  // synthetic
+  std::string format = "synthetic";   // mnist | cifar10 | image_folder | synthetic
+  std::string train_path, test_path;  // resolved folders (mnist, cifar10, image_folder)
+  std::string train_from, test_from;  // where each was given, for messages: "data.path in FILE"
+  std::vector<float> mean, std;       // per channel, on [0,1] pixel values; empty: 0 and 1
+  AugmentConfig augment;              // training split only
+  Shape shape;                        // synthetic: sample shape (defaults to the model input)
+  int classes = 10;                   // synthetic
   int64_t train_size = 1024, test_size = 256;  // synthetic
-  uint64_t seed = 0;                 // synthetic
-  bool resize = true;                // image_folder: resize images to the model's input
-  bool skip_bad = false;             // image_folder: leave out images that do not decode
-  int workers = -1;                  // background threads cutting batches; -1: auto
-  int64_t cache_mb = 4096;           // decoded samples above this size are decoded on the fly
-  std::string where;                 // "file:line:col" of the data section, for messages
-  bool normalize_auto = false;       // normalize: auto: mean and std computed over the train split
-  double val_split = 0;              // share of the train split held out for validation
+  uint64_t seed = 0;                           // synthetic
+  bool resize = true;                          // image_folder: resize images to the model's input
+  bool skip_bad = false;                       // image_folder: leave out images that do not decode
+  int workers = -1;                            // background threads cutting batches; -1: auto
+  int64_t cache_mb = 4096;      // decoded samples above this size are decoded on the fly
+  std::string where;            // "file:line:col" of the data section, for messages
+  bool normalize_auto = false;  // normalize: auto: mean and std computed over the train split
+  double val_split = 0;         // share of the train split held out for validation
   // image_folder of one folder of class sub-folders: the share of it held out as the test split
   // (stratified, drawn from data.seed)
   double test_split = 0;
@@ -163,7 +167,7 @@ struct TrainConfig {
 struct Config {
   std::string file;  // the config file as given
   std::string name;
-  Shape input;       // sample shape (C,H,W) or (features)
+  Shape input;  // sample shape (C,H,W) or (features)
   std::vector<LayerSpec> layers;
   std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy | mse
   DataConfig data;

@@ -258,11 +258,11 @@ class LayerList {
            std::map<std::string, int>& scope_counts) {
     YAML::Node args, repeat;
     LayerSpec spec = parse_item(item, static_cast<int>(c_.layers.size()), file_, &args, &repeat);
-    if (!use_where.empty())
-      spec.where += " (in block '" + stack.back() + "', used at " + use_where + ")";
     auto block = blocks_.defs.find(spec.type);
     if (block != blocks_.defs.end())
       return use(block->second, spec, args, repeat, scope, scope_input, stack, scope_counts);
+    if (!use_where.empty())
+      spec.where += " (in block '" + stack.back() + "', used at " + use_where + ")";
     if (!repeat.IsNull())
       throw ConfigError(file_ + ":" + mark_str(repeat.Mark()) + ": layer " +
                             std::to_string(spec.index + 1) + " (" + spec.type +
@@ -285,19 +285,14 @@ class LayerList {
 
   // The name the graph gives the last layer listed ("input" before any).
   std::string last_name() const {
-    if (c_.layers.empty()) return "input";
-    const LayerSpec& last = c_.layers.back();
-    if (!last.name.empty()) return last.name;
-    int k = 0;
-    for (const LayerSpec& l : c_.layers) k += l.name.empty() && l.type == last.type;
-    return last.type + "_" + std::to_string(k);
+    return c_.layers.empty() ? "input" : layer_names(c_.layers).back();
   }
 
  private:
   void use(const BlockDef& block, const LayerSpec& at, const YAML::Node& values_node,
            const YAML::Node& repeat_node, const std::string& scope, const std::string& scope_input,
            std::vector<std::string>& stack, std::map<std::string, int>& scope_counts) {
-    const std::string where = at.where.substr(0, at.where.find(' '));
+    const std::string& where = at.where;  // the use's own line
     if (std::find(stack.begin(), stack.end(), block.name) != stack.end())
       throw ConfigError(where + ": block '" + block.name + "' uses itself" +
                             (stack.size() > 1 || stack.back() != block.name
@@ -380,6 +375,15 @@ class LayerList {
 };
 
 }  // namespace
+
+std::vector<std::string> layer_names(const std::vector<LayerSpec>& layers) {
+  std::vector<std::string> names;
+  std::map<std::string, int> counts;
+  for (const LayerSpec& spec : layers)
+    names.push_back(spec.name.empty() ? spec.type + "_" + std::to_string(++counts[spec.type])
+                                      : spec.name);
+  return names;
+}
 
 namespace config_detail {
 

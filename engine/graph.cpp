@@ -33,17 +33,10 @@ std::string layer_label(const LayerSpec& spec) {
 Graph::Graph(Config& config)
     : precision_(parse_precision(config.precision)), input_shape_(config.input) {
   const size_t count = config.layers.size();
-  // A layer's name: its `name:`, else type_k for the k-th unnamed layer of its type (so that a
-  // model of named relus and one unnamed has relu_1, not relu_3).
-  std::vector<std::string> names;
-  std::map<std::string, int> counts;
-  for (const LayerSpec& spec : config.layers) {
-    names.push_back(spec.name.empty() ? spec.type + "_" + std::to_string(++counts[spec.type])
-                                      : spec.name);
-    named_.push_back(!spec.name.empty());
-  }
+  const std::vector<std::string> names = layer_names(config.layers);
+  for (const LayerSpec& spec : config.layers) named_.push_back(!spec.name.empty());
   std::map<std::string, int> named{{"input", 0}};  // name -> activation
-  std::vector<std::string> order{"input"};          // the names, as listed
+  std::vector<std::string> order{"input"};         // the names, as listed
   std::vector<std::vector<size_t>> takers(count + 1);
   inputs_.assign(count, {});
   for (size_t i = 0; i < count; ++i) {
@@ -57,8 +50,8 @@ Graph::Graph(Config& config)
       for (const std::string& in : spec.inputs) {
         auto it = named.find(in);
         if (it == named.end()) {
-          const bool later = std::find(names.begin() + static_cast<long>(i), names.end(), in) !=
-                             names.end();
+          const bool later =
+              std::find(names.begin() + static_cast<long>(i), names.end(), in) != names.end();
           throw ConfigError(
               spec.inputs_where + ": " + layer_label(spec) + " takes '" + in + "', " +
                   (later ? "a layer listed after it" : "which is no earlier layer's name"),
@@ -83,14 +76,12 @@ Graph::Graph(Config& config)
     order.push_back(name);
     const bool several = layer->takes_several_inputs();
     if (several != (inputs_[i].size() > 1))
-      throw ConfigError((spec.inputs_where.empty() ? spec.where : spec.inputs_where) + ": " +
-                            layer_label(spec) +
-                            (several ? " takes two or more inputs, got " +
-                                           std::to_string(inputs_[i].size())
-                                     : " takes one input, got " +
-                                           std::to_string(inputs_[i].size())),
-                        several ? "name them with 'inputs: [a, b]'"
-                                : "combine branches with an add or concat layer first");
+      throw ConfigError(
+          (spec.inputs_where.empty() ? spec.where : spec.inputs_where) + ": " + layer_label(spec) +
+              (several ? " takes two or more inputs, got " + std::to_string(inputs_[i].size())
+                       : " takes one input, got " + std::to_string(inputs_[i].size())),
+          several ? "name them with 'inputs: [a, b]'"
+                  : "combine branches with an add or concat layer first");
     for (int a : inputs_[i]) takers[static_cast<size_t>(a)].push_back(i);
     layer->set_name(name);
     layers_.push_back(std::move(layer));
@@ -139,9 +130,9 @@ Graph::Graph(Config& config)
   }
   const Shape& shape = shapes.back();
   if (shape.rank() != 1) {
-    throw ConfigError(config.file + ": the model's output must be flat (classes), got " +
-                          shape.str(),
-                      "end the model with '- flatten' and '- dense: {units: CLASSES}'");
+    throw ConfigError(
+        config.file + ": the model's output must be flat (classes), got " + shape.str(),
+        "end the model with '- flatten' and '- dense: {units: CLASSES}'");
   }
   classes_ = shape[0];
   if (classes_ < 2)
@@ -156,17 +147,31 @@ std::vector<float> Graph::initial_values(const Param& p, uint64_t seed, uint64_t
   const double fan_in = static_cast<double>(p.fan_in), fan_out = static_cast<double>(p.fan_out);
   double bound = 0, sigma = 0;
   switch (p.init) {
-    case Init::kZeros: return v;
-    case Init::kOnes: std::fill(v.begin(), v.end(), 1.f); return v;
-    case Init::kHeNormal: sigma = std::sqrt(2.0 / fan_in); break;
-    case Init::kGlorotNormal: sigma = std::sqrt(2.0 / (fan_in + fan_out)); break;
-    case Init::kHeUniform: bound = std::sqrt(6.0 / fan_in); break;
-    case Init::kGlorotUniform: bound = std::sqrt(6.0 / (fan_in + fan_out)); break;
-    case Init::kPytorch: bound = 1.0 / std::sqrt(fan_in); break;
+    case Init::kZeros:
+      return v;
+    case Init::kOnes:
+      std::fill(v.begin(), v.end(), 1.f);
+      return v;
+    case Init::kHeNormal:
+      sigma = std::sqrt(2.0 / fan_in);
+      break;
+    case Init::kGlorotNormal:
+      sigma = std::sqrt(2.0 / (fan_in + fan_out));
+      break;
+    case Init::kHeUniform:
+      bound = std::sqrt(6.0 / fan_in);
+      break;
+    case Init::kGlorotUniform:
+      bound = std::sqrt(6.0 / (fan_in + fan_out));
+      break;
+    case Init::kPytorch:
+      bound = 1.0 / std::sqrt(fan_in);
+      break;
   }
   for (int64_t i = 0; i < n; ++i) {
-    double x = sigma > 0 ? sigma * philox_normal(seed, stream, static_cast<uint64_t>(i))
-                         : bound * (2.0 * philox_uniform(seed, stream, static_cast<uint64_t>(i)) - 1.0);
+    double x = sigma > 0
+                   ? sigma * philox_normal(seed, stream, static_cast<uint64_t>(i))
+                   : bound * (2.0 * philox_uniform(seed, stream, static_cast<uint64_t>(i)) - 1.0);
     v[static_cast<size_t>(i)] = static_cast<float>(x);
   }
   return v;
@@ -226,8 +231,8 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   for (size_t i = 0; i < count; ++i) {
     Shape out = layers_[i]->output_shape().with_batch(max_batch);
     const Tensor& in = act(inputs_[i][0]);
-    views_[i] = layers_[i]->is_view() && in.layout() == Layout::kPlain &&
-                in.dtype() == dtype_of(i + 1);
+    views_[i] =
+        layers_[i]->is_view() && in.layout() == Layout::kPlain && in.dtype() == dtype_of(i + 1);
     if (views_[i]) {
       acts_[i + 1] = in.reshape(out);
     } else {
@@ -240,7 +245,8 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   std::vector<int> only_taker(count + 1, -1);
   for (size_t i = 0; i < count; ++i)
     for (int a : inputs_[i])
-      if (consumers_[static_cast<size_t>(a)] == 1) only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
+      if (consumers_[static_cast<size_t>(a)] == 1)
+        only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
   int64_t scratch = 0;
   for (size_t k = count; k >= 1; --k) {
     const Shape& shape = acts_[k].shape();
@@ -377,7 +383,8 @@ std::vector<SummaryRow> Graph::summary() const {
     for (const Param& p : layer.params()) params += p.shape.numel();
     std::vector<std::string> inputs;
     if (branches_)
-      for (int a : inputs_[i]) inputs.push_back(a == 0 ? "input" : layers_[static_cast<size_t>(a) - 1]->name());
+      for (int a : inputs_[i])
+        inputs.push_back(a == 0 ? "input" : layers_[static_cast<size_t>(a) - 1]->name());
     rows.push_back({layer.index() + 1, layer.name(), layer.type(), layer.output_shape(), params,
                     layer.flops(), std::move(inputs), layer.buffer_count(), named_[i]});
   }

@@ -27,6 +27,8 @@ class StepRunner {
   TrainStep& step() { return step_; }
   int64_t batches() const { return batches_; }
   uint64_t steps_done() const { return global_step_; }
+  // Whether `steps` steps reach TrainOptions::max_steps (never when it is -1).
+  bool out_of_steps(uint64_t steps) const;
   // What sums a data-parallel run's gradients ("" alone), for RunStart.
   std::string reductions() const;
   // After RunStart (which may have restored a checkpoint's weights): the loss scale where the
@@ -69,7 +71,6 @@ class StepRunner {
   // Where a step that was not finite first held a non-finite value (the same text in every
   // process of a data-parallel run).
   std::string diagnose(const InFlight& s, const InFlight* later);
-  bool out_of_steps(uint64_t steps) const;
 
   const Config& config_;
   Graph& graph_;

@@ -204,8 +204,7 @@ TrainResult train(const Config& config, Graph& graph, Loss& loss, Backend& backe
       bool cut_short = false;  // options.max_steps
       int64_t b = first;
       while (b < batches && !result.stopped) {
-        if (options.max_steps >= 0 &&
-            static_cast<int64_t>(steps.steps_done()) >= options.max_steps) {
+        if (steps.out_of_steps(steps.steps_done())) {
           cut_short = true;
           break;
         }

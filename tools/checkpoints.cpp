@@ -80,7 +80,7 @@ void RunCheckpoints::epoch_done(const EpochStats& e) { history_.push_back(e); }
 
 void RunCheckpoints::checkpoint(const Checkpoint& c) {
   QuitDeferral writing;
-  if (writes_) write(c.step, c.at, c.at.stopping);
+  if (writes_) write(c.step, c.at);
 }
 
 void RunCheckpoints::resumed(const CheckpointMeta& meta) {
@@ -103,7 +103,8 @@ bool RunCheckpoints::improved(const TrainPosition& at) {
   return true;
 }
 
-void RunCheckpoints::write(TrainStep& step, const TrainPosition& at, bool stopping) {
+void RunCheckpoints::write(TrainStep& step, const TrainPosition& at) {
+  const bool stopping = at.stopping;
   const bool periodic =
       !cfg_.dir.empty() && at.batch == 0 && (at.epoch % cfg_.every == 0 || at.last);
   const bool best = improved(at);

@@ -20,8 +20,8 @@ class RunCheckpoints : public Callback {
  public:
   RunCheckpoints(const Config& config, const std::string& device_label, bool per_device_folder,
                  bool quiet, std::vector<std::string> class_names, bool writes = true);
-  // Writes what is due at `at`; `stopping` says the run ends here (a signal).
-  void write(TrainStep& step, const TrainPosition& at, bool stopping);
+  // Writes what is due at `at` (at.stopping: the run ends here, a signal).
+  void write(TrainStep& step, const TrainPosition& at);
   // The figures that choose DIR/best.safetensors (train.checkpoint.best), and that the
   // checkpoints carry as the run's history.
   void epoch_done(const EpochStats& e);

@@ -14,54 +14,42 @@
 #include "tools/runner.h"
 
 namespace tandem {
-namespace {
-
-// What the activations of a training batch take: the bytes the graph allocates on the CPU for
-// a batch of `batch` (each layer's output and its gradient, in the precision's types) beyond the
-// parameters and their gradients. Allocated, not touched: no memory is used for it.
-// *precision: the one measured (fp32 where this CPU has no kernels for the config's).
-int64_t activation_bytes(Config config, int64_t batch, std::string* precision) {
-  BackendOptions o;
-  auto backend = create_backend("cpu", o);
-  std::string why;
-  if (!backend->supports_dtype(activation_dtype(parse_precision(config.precision)), &why))
-    config.precision = "fp32";  // this CPU has no bf16: the figure is fp32's
-  *precision = config.precision;
-  Graph graph(config);
-  const size_t before = backend->peak_memory_bytes();
-  graph.allocate(*backend, batch, config.train.seed);
-  const int64_t params = graph.parameter_count();
-  int64_t buffers = 0;
-  for (const SummaryRow& r : graph.summary()) buffers += r.buffers;
-  const int64_t all = static_cast<int64_t>(backend->peak_memory_bytes() - before);
-  return all - static_cast<int64_t>(sizeof(float)) * (2 * params + buffers);
-}
-
-}  // namespace
 
 int run_summary(const RunRequest& r) {
   Config config = load_config_with_overrides(r);
-  const Graph graph(config);
+  const std::string asked = config.precision;
+  // The graph is allocated on the CPU for a training batch (allocated, not touched: no memory is
+  // used for it): the activations take what it allocates beyond the parameters, their gradients
+  // and the running statistics: each layer's output and its gradient, in the precision's types
+  // (fp32's where this CPU has no kernels for the config's).
+  auto backend = create_backend("cpu", BackendOptions{});
+  std::string why;
+  if (!backend->supports_dtype(activation_dtype(parse_precision(config.precision)), &why))
+    config.precision = "fp32";
+  const std::string& measured = config.precision;
+  Graph graph(config);
   const int64_t batch = config.train.batch_size;
-  std::string measured;
-  const int64_t bytes = activation_bytes(config, batch, &measured);
+  const size_t before = backend->peak_memory_bytes();
+  graph.allocate(*backend, batch, config.train.seed);
+  const std::vector<SummaryRow> rows = graph.summary();
+  int64_t fixed = 0;
+  for (const SummaryRow& row : rows) fixed += row.buffers;
+  const int64_t bytes = static_cast<int64_t>(backend->peak_memory_bytes() - before) -
+                        static_cast<int64_t>(sizeof(float)) * (2 * graph.parameter_count() + fixed);
   if (r.json) {
     std::string layers;
-    for (const SummaryRow& row : graph.summary())
+    for (const SummaryRow& row : rows)
       layers += fmt::format(
           "{}{{\"name\": {}, \"type\": {}, \"output\": {}, \"params\": {}, "
           "\"flops\": {}}}",
           layers.empty() ? "" : ", ", json_string(row.name), json_string(row.type),
           json_string(row.output.str()), row.params, row.flops);
-    int64_t fixed = 0;
-    for (const SummaryRow& row : graph.summary()) fixed += row.buffers;
     fmt::print(
         "{{\"name\": {}, \"input\": {}, \"layers\": [{}], \"trainable_params\": {}, "
         "\"non_trainable_params\": {}, \"flops_per_sample\": {}, \"batch_size\": {}, "
         "\"precision\": {}, \"activation_bytes\": {}}}\n",
         json_string(config.name), json_string(graph.input_shape().str()), layers,
-        graph.parameter_count(), fixed, graph.forward_flops(), batch, json_string(config.precision),
-        bytes);
+        graph.parameter_count(), fixed, graph.forward_flops(), batch, json_string(measured), bytes);
     return 0;
   }
   fmt::print("Model {} ({})\n{}{}", config.name, config.file, model_table(graph),
@@ -69,7 +57,8 @@ int run_summary(const RunRequest& r) {
   fmt::print(
       "Activations {} for a training batch of {} ({}: each layer's output and its "
       "gradient)\n",
-      format_bytes(static_cast<uint64_t>(bytes)), batch, config.precision);
+      format_bytes(static_cast<uint64_t>(bytes)), batch,
+      measured == asked ? measured : measured + ", this CPU having no " + asked + " kernels");
   return 0;
 }
 

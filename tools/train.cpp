@@ -35,7 +35,6 @@
 #include "engine/user_message.h"
 #include "tools/app.h"
 #include "tools/checkpoints.h"
-#include "tools/plot.h"
 #include "tools/runner.h"
 #include "tools/stop_signal.h"
 #include "tools/tensorboard.h"
@@ -113,10 +112,6 @@ std::string controls_text(const TrainConfig& t) {
     out += fmt::format("       gradients clipped to a global L2 norm of {:g}\n", t.clip_grad_norm);
   return out;
 }
-
-}  // namespace
-
-namespace {
 
 struct DeviceRun {
   DeviceSpec device;

@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 
 // A learning rate high enough that the test loss does not simply fall every epoch.
 std::string best_config(const std::string& dir, const std::string& metric) {
-  return test::write_temp_file("best_" + metric + ".yaml",
-                               test::small_model_yaml("ckpt_best") + R"(train:
+  return test::write_temp_file("best_" + metric + ".yaml", test::small_model_yaml("ckpt_best") +
+                                                               R"(train:
   epochs: 5
   batch_size: 32
   optimizer: {type: sgd, lr: 0.3, momentum: 0.9}
@@ -92,7 +92,7 @@ struct EpochWriter {
     e.epoch = epoch;
     e.test_accuracy = test_accuracy;
     checkpoints.epoch_done(e);
-    checkpoints.write(*step, {epoch, 0, static_cast<uint64_t>(8 * epoch)}, false);
+    checkpoints.write(*step, {epoch, 0, static_cast<uint64_t>(8 * epoch)});
   }
 };
 
