@@ -14,12 +14,15 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
     runs them in list order, keeping every output; the model's output is the last layer's);
   * conv2d {filters, kernel, stride: 1, padding: 0, dilation: 1, groups: 1, bias: true}
     dense {units, bias: true}            (a dense layer on a non-flat input flattens it first)
-    maxpool / avgpool {kernel, stride: kernel, padding: 0}   (avgpool excludes padding)
+    maxpool / avgpool {kernel, stride: kernel, padding: 0, ceil_mode: false}   (avgpool excludes
+    padding)
     global_avgpool, flatten, relu, leaky_relu {alpha: 0.01}, sigmoid, tanh, dropout {rate: 0.5}
     relu6, silu, hardswish, hardsigmoid, gelu {approximate: none | tanh}, elu {alpha: 1.0},
     softplus, mish (PyTorch's definitions)
     batchnorm {momentum: 0.1, eps: 1e-5, zero_init: false}  (BatchNorm2d on a (C,H,W) input,
     BatchNorm1d on a flat one; zero_init starts its weight at 0)
+    groupnorm {groups, eps: 1e-5} (GroupNorm), drop_path {rate} (stochastic depth per sample,
+    torchvision's StochasticDepth "row"; PyTorch's masks, not tandem's)
     global_avgpool {keep_dims: true}  ((C,1,1); false: (C))
     add (2+ inputs of one shape, elementwise sum; a name listed twice counts twice),
     multiply (2 inputs of one shape, or a (C) / (C,1,1) gate of a (C,H,W) input),
@@ -31,7 +34,8 @@ Mirrors tandem's rules (README.md, engine/graph.cpp, layers/):
     takes it; in a sequential model, the layer directly after it) is relu-like (relu, leaky_relu,
     relu6, silu, hardswish, gelu, elu, softplus, mish), Glorot
     uniform U(+-sqrt(6/(fan_in+fan_out))) otherwise; biases zero;
-  * loss softmax_cross_entropy (mean over the batch) or mse (mean over N*C against one-hot);
+  * loss softmax_cross_entropy (mean over the batch; {softmax_cross_entropy: {label_smoothing:
+    e}} as CrossEntropyLoss(label_smoothing=e)) or mse (mean over N*C against one-hot);
   * optimizer sgd {lr, momentum, weight_decay, nesterov} | adam | adamw {lr, beta1, beta2, eps,
     weight_decay}; tandem's defaults (weight_decay 0, also for adamw).
 Unknown layer types, keys or input names are errors here too (so a typo is not silently
@@ -69,8 +73,8 @@ def _pair(v, what):
 _KEYS = {
     "conv2d": {"filters", "kernel", "stride", "padding", "dilation", "groups", "bias", "init"},
     "dense": {"units", "bias", "init"},
-    "maxpool": {"kernel", "stride", "padding"},
-    "avgpool": {"kernel", "stride", "padding"},
+    "maxpool": {"kernel", "stride", "padding", "ceil_mode"},
+    "avgpool": {"kernel", "stride", "padding", "ceil_mode"},
     "global_avgpool": {"keep_dims"},
     "flatten": set(),
     "relu": set(),
@@ -87,6 +91,8 @@ _KEYS = {
     "mish": set(),
     "dropout": {"rate"},
     "batchnorm": {"momentum", "eps", "zero_init"},
+    "groupnorm": {"groups", "eps"},
+    "drop_path": {"rate"},
     "add": set(),
     "multiply": set(),
     "concat": set(),
@@ -358,8 +364,9 @@ def _make_layer(i, typ, a, shape, he):
         k = _pair(a["kernel"], "kernel")
         s = _pair(a.get("stride", a["kernel"]), "stride")
         p = _pair(a.get("padding", 0), "padding")
-        m = (nn.MaxPool2d(k, s, p) if typ == "maxpool"
-             else nn.AvgPool2d(k, s, p, count_include_pad=False))
+        ceil = bool(a.get("ceil_mode", False))
+        m = (nn.MaxPool2d(k, s, p, ceil_mode=ceil) if typ == "maxpool"
+             else nn.AvgPool2d(k, s, p, ceil_mode=ceil, count_include_pad=False))
     elif typ == "global_avgpool":
         m = nn.AdaptiveAvgPool2d(1)
         if not bool(a.get("keep_dims", True)):
@@ -397,9 +404,29 @@ def _make_layer(i, typ, a, shape, he):
         m = bn(shape[0], eps=float(a.get("eps", 1e-5)), momentum=float(a.get("momentum", 0.1)))
         if bool(a.get("zero_init", False)):
             nn.init.zeros_(m.weight)
+    elif typ == "groupnorm":
+        m = nn.GroupNorm(int(a["groups"]), shape[0], eps=float(a.get("eps", 1e-5)))
+    elif typ == "drop_path":
+        m = DropPath(float(a["rate"]))
     else:
         raise ConfigError(f"layer {i} ({typ}): takes two or more inputs")
     return m, flatten_first
+
+
+class DropPath(nn.Module):
+    """Stochastic depth (tandem's drop_path): while training, each sample dropped whole with
+    probability `rate`, the others scaled by 1 / (1 - rate); torchvision's StochasticDepth(p, "row").
+    The masks are PyTorch's random numbers, not tandem's."""
+
+    def __init__(self, rate):
+        super().__init__()
+        self.rate = rate
+
+    def forward(self, x):
+        if not self.training or self.rate == 0:
+            return x
+        keep = torch.empty((x.shape[0],) + (1,) * (x.dim() - 1), dtype=x.dtype, device=x.device)
+        return x * keep.bernoulli_(1 - self.rate).div_(1 - self.rate)
 
 
 class Add(nn.Module):
@@ -536,8 +563,12 @@ def _build_sequential(layers, shape):
 
 def make_loss(cfg):
     loss = cfg.get("loss", "softmax_cross_entropy")
+    settings = {}
+    if isinstance(loss, dict) and len(loss) == 1:  # {softmax_cross_entropy: {label_smoothing: e}}
+        loss, settings = next(iter(loss.items()))
+        settings = settings or {}
     if loss == "softmax_cross_entropy":
-        ce = nn.CrossEntropyLoss()
+        ce = nn.CrossEntropyLoss(label_smoothing=float(settings.get("label_smoothing", 0.0)))
         return lambda out, labels: ce(out, labels)
     if loss == "mse":
         mse = nn.MSELoss()  # mean over N*C, as tandem's mse_forward

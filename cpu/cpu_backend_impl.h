@@ -81,9 +81,9 @@ class CpuBackend : public Backend {
                            Activation a, float alpha) override;
 
   void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                     const Tensor& labels) override;
-  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                      const Tensor& labels) override;
+                                     const Tensor& labels, float smoothing) override;
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                      float smoothing) override;
   void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override;
   void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) override;
   void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) override;
@@ -102,6 +102,12 @@ class CpuBackend : public Backend {
   void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                           const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_inv_std) override;
+
+  void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, int groups, float eps) override;
+  void groupnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                          const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_inv_std, int groups) override;
 
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,
@@ -221,6 +227,10 @@ class F32Stage {
 // The ops' paths for tensors that are not all fp32 and plain: a 16-bit kernel where the op has
 // one (activations, add, bias, max pooling, the non-finite count), fp32 on stand-ins otherwise.
 // Each op of CpuBackend hands over to these when all_f32_plain() is false.
+
+// Pooling of 2x2 windows of stride 2, unpadded and each whole (pool.cpp): the fast loops' case.
+bool is_2x2_stride_2(const Pool2dParams& p, const Shape& x, const Shape& y);
+
 namespace mixed {
 void activation_forward(CpuBackend& b, Tensor& y, const Tensor& x, Activation a, float alpha);
 void activation_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& x,

@@ -30,13 +30,15 @@ void check_labels(const Tensor& scores, const Tensor& labels, const char* what) 
 
 }  // namespace
 
-// probs (N,C) = softmax(logits), loss (1) = mean over n of log(sum exp) - logits[n, label].
+// probs (N,C) = softmax(logits), loss (1) = mean over n of -sum_j t_j log probs_j, with
+// t = (1 - e) onehot(label) + e / C: log(sum exp) - (1 - e) logits[n, label] - e mean_j logits
+// (each logit less the row's maximum).
 void CpuBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                               const Tensor& labels) {
+                                               const Tensor& labels, float smoothing) {
   if (!all_f32_plain({&loss, &probs, &logits})) {  // the loss is computed in fp32
     F32Stage sl(*this, loss, false, true), sp(*this, probs, false, true),
         sx(*this, logits, true, false);
-    softmax_cross_entropy_forward(sl.f32(), sp.f32(), sx.f32(), labels);
+    softmax_cross_entropy_forward(sl.f32(), sp.f32(), sx.f32(), labels, smoothing);
     sl.finish();
     return sp.finish();
   }
@@ -53,37 +55,40 @@ void CpuBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, cons
     float* out = pr + i * c;
     float m = row[0];
     for (int64_t j = 1; j < c; ++j) m = std::fmax(m, row[j]);  // max-subtracted: no overflow
-    double sum = 0;
+    double sum = 0, shifted = 0;
     for (int64_t j = 0; j < c; ++j) {
       out[j] = std::exp(row[j] - m);
       sum += out[j];
+      shifted += static_cast<double>(row[j]) - m;
     }
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j < c; ++j) out[j] *= inv;
-    total += std::log(sum) - (static_cast<double>(row[l[i]]) - m);
+    total += std::log(sum) - (1.0 - smoothing) * (static_cast<double>(row[l[i]]) - m);
+    if (smoothing != 0.f) total -= smoothing * shifted / static_cast<double>(c);
   }
   loss.data()[0] = n ? static_cast<float>(total / static_cast<double>(n)) : 0.f;
 }
 
-// dlogits (N,C) = (probs - onehot(labels)) / N.
+// dlogits (N,C) = (probs - t) / N, t = (1 - e) onehot(labels) + e / C.
 void CpuBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                                const Tensor& labels) {
+                                                const Tensor& labels, float smoothing) {
   if (!all_f32_plain({&dlogits, &probs})) {
     F32Stage sd(*this, dlogits, false, true), sp(*this, probs, true, false);
-    softmax_cross_entropy_backward(sd.f32(), sp.f32(), labels);
+    softmax_cross_entropy_backward(sd.f32(), sp.f32(), labels, smoothing);
     return sd.finish();
   }
   check_labels(probs, labels, "softmax_cross_entropy_backward");
   expect_shape(dlogits, probs.shape(), "softmax dlogits");
   const int64_t n = probs.dim(0), c = probs.dim(1);
   const float scale = 1.f / static_cast<float>(n);
+  const float spread = smoothing / static_cast<float>(c), hit = 1.f - smoothing + spread;
   const float* p = probs.data();
   const int32_t* l = labels.data_i32();
   float* d = dlogits.data();
 #pragma omp parallel for schedule(static) if (n * c > 16384)
   for (int64_t i = 0; i < n; ++i) {
-    for (int64_t j = 0; j < c; ++j) d[i * c + j] = p[i * c + j] * scale;
-    d[i * c + l[i]] = (p[i * c + l[i]] - 1.f) * scale;
+    for (int64_t j = 0; j < c; ++j) d[i * c + j] = (p[i * c + j] - spread) * scale;
+    d[i * c + l[i]] = (p[i * c + l[i]] - hit) * scale;
   }
 }
 

@@ -62,11 +62,6 @@ struct ConvertEntry : CpuCacheEntry {
 inline int32_t above(float v, float m) { return (v > m) | ((v != v) & (m == m)); }
 inline int32_t same(float v, float m) { return (v == m) | ((v != v) & (m != m)); }
 
-bool is_2x2_stride_2(const Pool2dParams& p) {
-  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
-         p.pad_w == 0;
-}
-
 // LeNet's and VGG's pooling, 2x2 windows of stride 2, channels-last: each output row of C values
 // is the maximum of four input rows (a bf16 value: converting it back rounds nothing).
 void max_pool_2x2_forward(uint16_t* y, const uint16_t* x, int64_t N, int64_t C, int64_t H,
@@ -384,7 +379,8 @@ void pool2d_forward(CpuBackend& b, Tensor& y, const Tensor& x, const Pool2dParam
   uint16_t* yp = bits(y);
   if (b.tracing_placement())
     b.place("pool2d_forward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
-  if (is_2x2_stride_2(p)) return max_pool_2x2_forward(yp, xp, N, C, H, W, P, Q);
+  if (is_2x2_stride_2(p, x.shape(), y.shape()))
+    return max_pool_2x2_forward(yp, xp, N, C, H, W, P, Q);
 #pragma omp parallel for schedule(static) if (N * P > 1)
   for (int64_t np = 0; np < N * P; ++np) {
     const int64_t n = np / P, op = np % P;
@@ -430,7 +426,8 @@ void pool2d_backward(CpuBackend& b, Tensor& dx, const Tensor& dy, const Tensor& 
   uint16_t* dxp = bits(dx);
   if (b.tracing_placement())
     b.place("pool2d_backward max bf16 nhwc " + x.shape().str() + " -> tandem's OpenMP loop");
-  if (is_2x2_stride_2(p)) return max_pool_2x2_backward(dxp, gp, xp, yp, N, C, H, W, P, Q);
+  if (is_2x2_stride_2(p, x.shape(), y.shape()))
+    return max_pool_2x2_backward(dxp, gp, xp, yp, N, C, H, W, P, Q);
 #pragma omp parallel for schedule(static) if (N > 1)
   for (int64_t n = 0; n < N; ++n) {
     std::vector<float> acc(static_cast<size_t>(H * W * C), 0.f);

@@ -23,9 +23,7 @@ struct PoolForwardEntry : CpuCacheEntry {
 };
 
 void check_pool_shapes(const Shape& x, const Shape& y, const Pool2dParams& p) {
-  TANDEM_CHECK(x.rank() == 4 && y.rank() == 4 && x[0] == y[0] && x[1] == y[1] &&
-                   y[2] == conv_out_size(x[2], p.kernel_h, p.stride_h, p.pad_h) &&
-                   y[3] == conv_out_size(x[3], p.kernel_w, p.stride_w, p.pad_w),
+  TANDEM_CHECK(x.rank() == 4 && y.rank() == 4 && y == pool_out_shape(x, p),
                "pool2d shapes " + x.str() + " -> " + y.str());
 }
 
@@ -33,7 +31,7 @@ std::string pool_key(const Shape& x, const Pool2dParams& p) {
   return std::string(p.mode == PoolMode::kMax ? "max" : "avg") + " " + x.str() + " k" +
          std::to_string(p.kernel_h) + "," + std::to_string(p.kernel_w) + " s" +
          std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) + " p" +
-         std::to_string(p.pad_h) + "," + std::to_string(p.pad_w);
+         std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + (p.ceil_mode ? " ceil" : "");
 }
 
 // Max pooling's order: a NaN is above every number, so a window with one has a NaN maximum.
@@ -59,16 +57,21 @@ inline std::pair<int64_t, int64_t> span(int64_t o, int kernel, int stride, int p
   return {std::max<int64_t>(start, 0), std::min<int64_t>(start + kernel, size)};
 }
 
-bool is_2x2_stride_2(const Pool2dParams& p) {
+}  // namespace
+
+// 2x2 windows of stride 2 without padding, each one whole (ceil mode's partial last window is
+// not): the fast loops' case.
+bool is_2x2_stride_2(const Pool2dParams& p, const Shape& x, const Shape& y) {
   return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
-         p.pad_w == 0;
+         p.pad_w == 0 && 2 * y[2] <= x[2] && 2 * y[3] <= x[3];
 }
+
+namespace {
 
 // y (planes,P,Q) = max of each window of x (planes,H,W). 2x2 windows of stride 2 (LeNet's and
 // VGG's) get a branch-free loop that vectorises.
 void max_pool_forward(float* y, const float* x, int64_t planes, int64_t H, int64_t W, int64_t P,
-                      int64_t Q, const Pool2dParams& p) {
-  const bool fast = is_2x2_stride_2(p);
+                      int64_t Q, const Pool2dParams& p, bool fast) {
 #pragma omp parallel for schedule(static)
   for (int64_t plane = 0; plane < planes; ++plane) {
     const float* xs = x + plane * H * W;
@@ -146,7 +149,7 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
       placed("pool2d_forward " + pool_key(x.shape(), p) +
              " -> tandem's OpenMP loop (NaN-propagating)");
     max_pool_forward(y.data(), x.data(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2),
-                     y.dim(3), p);
+                     y.dim(3), p, is_2x2_stride_2(p, x.shape(), y.shape()));
     return;
   }
   const std::string key = pool_key(x.shape(), p);
@@ -157,10 +160,16 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
       const Shape& ys = y.shape();
       dnnl::memory::desc src_md = plain_desc({xs[0], xs[1], xs[2], xs[3]});
       dnnl::memory::desc dst_md = plain_desc({ys[0], ys[1], ys[2], ys[3]});
-      dnnl::pooling_forward::desc d(dnnl::prop_kind::forward_inference,
-                                    dnnl::algorithm::pooling_avg_exclude_padding, src_md, dst_md,
-                                    {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w},
-                                    {p.pad_h, p.pad_w}, {p.pad_h, p.pad_w});
+      // Ceil mode's last window reaches past the end padding: more padding there, excluded from
+      // the divisor as all padding is.
+      auto end_pad = [](int64_t in, int64_t out, int kernel, int stride, int pad) {
+        return std::max<int64_t>(pad, (out - 1) * stride + kernel - in - pad);
+      };
+      dnnl::pooling_forward::desc d(
+          dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, src_md,
+          dst_md, {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w},
+          {end_pad(xs[2], ys[2], p.kernel_h, p.stride_h, p.pad_h),
+           end_pad(xs[3], ys[3], p.kernel_w, p.stride_w, p.pad_w)});
       dnnl::pooling_forward::primitive_desc pd(d, scratchpad_attr(), engine());
       e->prim = dnnl::pooling_forward(pd);
       e->scratch_md = pd.scratchpad_desc();
@@ -193,7 +202,7 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
   const float* dyp = dy.data();
   float* dxp = dx.data();
   const bool is_max = p.mode == PoolMode::kMax;
-  if (is_max && is_2x2_stride_2(p)) {
+  if (is_max && is_2x2_stride_2(p, x.shape(), y.shape())) {
     max_pool_backward_2x2(dxp, dyp, xp, yp, planes, H, W, P, Q);
     return;
   }

@@ -180,12 +180,10 @@ ConvEntry& CudaBackend::conv_entry(const Tensor& x, const Tensor& w, const Tenso
 
 PoolEntry& CudaBackend::pool_entry(const Tensor& x, const Tensor& y, const Pool2dParams& p) {
   TANDEM_CHECK(x.shape().rank() == 4 && y.shape().rank() == 4, "pool2d tensors must be 4-D");
-  Shape expected{x.dim(0), x.dim(1), conv_out_size(x.dim(2), p.kernel_h, p.stride_h, p.pad_h),
-                 conv_out_size(x.dim(3), p.kernel_w, p.stride_w, p.pad_w)};
-  expect_shape(y, expected, "pool2d output");
+  expect_shape(y, pool_out_shape(x.shape(), p), "pool2d output");
   PoolKey key{x.dim(0),   x.dim(1),   x.dim(2),   x.dim(3),   static_cast<int64_t>(p.mode),
               p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h,
-              p.pad_w,    0};
+              p.pad_w,    p.ceil_mode};
   auto it = pool_cache_.find(key);
   if (it != pool_cache_.end()) return *it->second;
   auto e = std::make_unique<PoolEntry>();

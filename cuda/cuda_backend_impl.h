@@ -151,9 +151,9 @@ class CudaBackend : public Backend {
                            Activation a, float alpha) override;
 
   void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                     const Tensor& labels) override;
-  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                      const Tensor& labels) override;
+                                     const Tensor& labels, float smoothing) override;
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                      float smoothing) override;
   void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override;
   void mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& labels) override;
   void accuracy(Tensor& correct, const Tensor& scores, const Tensor& labels) override;
@@ -172,6 +172,12 @@ class CudaBackend : public Backend {
   void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                           const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_inv_std) override;
+
+  void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, int groups, float eps) override;
+  void groupnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                          const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_inv_std, int groups) override;
 
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override;
   void adam_update(Tensor& w, Tensor& m, Tensor& v, const Tensor& grad,

@@ -75,17 +75,23 @@ TANDEM_KERNEL_HD float dropout_mask(uint64_t seed, uint64_t offset, int64_t i, f
 
 // --- losses and accuracy, one row of c classes ---
 
-// probs (c) = softmax(z); returns log(sum exp(z - max)) - (z[label] - max), the row's loss, or 0
-// when the label is out of range (reported apart). Sums in double.
-TANDEM_KERNEL_HD float softmax_ce_row(float* probs, const float* z, int64_t c, int32_t label) {
+// probs (c) = softmax(z); returns the row's loss against (1 - e) onehot(label) + e / c,
+// log(sum exp(z - max)) - (1 - e) (z[label] - max) - e mean(z - max), or 0 when the label is out
+// of range (reported apart). Sums in double.
+TANDEM_KERNEL_HD float softmax_ce_row(float* probs, const float* z, int64_t c, int32_t label,
+                                      float smoothing) {
   float m = z[0];
   for (int64_t j = 1; j < c; ++j) m = fmaxf(m, z[j]);
-  double sum = 0;
-  for (int64_t j = 0; j < c; ++j) sum += exp(static_cast<double>(z[j] - m));
+  double sum = 0, shifted = 0;
+  for (int64_t j = 0; j < c; ++j) {
+    sum += exp(static_cast<double>(z[j] - m));
+    shifted += static_cast<double>(z[j]) - m;
+  }
   for (int64_t j = 0; j < c; ++j)
     probs[j] = static_cast<float>(exp(static_cast<double>(z[j] - m)) / sum);
   if (label < 0 || label >= c) return 0.f;
-  return static_cast<float>(log(sum) - (z[label] - m));
+  return static_cast<float>(log(sum) - (1.0 - smoothing) * (z[label] - m) -
+                            smoothing * shifted / static_cast<double>(c));
 }
 
 // sum_j (pred - onehot(label))^2 over the row; an out-of-range label has no one.
@@ -157,6 +163,22 @@ struct AvgPoolTerm {
     return dyp[p * g.Q + q] / static_cast<float>(count);
   }
 };
+
+// y of window (p, q) of one plane xp (H, W): its first maximum (a NaN above every number), or its
+// mean over the elements that are not padding. Ceil mode's last window is clipped at the end.
+TANDEM_KERNEL_HD float pool_window_value(const float* xp, int p, int q, bool is_max,
+                                         const PoolGeom& g) {
+  const WindowSpan r = window_span(p, g.kh, g.sh, g.ph, g.H);
+  const WindowSpan s = window_span(q, g.kw, g.sw, g.pw, g.W);
+  float best = xp[r.begin * g.W + s.begin], sum = 0.f;
+  for (int h = r.begin; h < r.end; ++h)
+    for (int w = s.begin; w < s.end; ++w) {
+      const float v = xp[h * g.W + w];
+      if (pool_above(v, best)) best = v;
+      sum += v;
+    }
+  return is_max ? best : sum / static_cast<float>((r.end - r.begin) * (s.end - s.begin));
+}
 
 // dx at (h, w) of one plane: the sum of dy over the windows whose first maximum it is. xp and dyp
 // are the plane's x (H, W) and dy (P, Q).

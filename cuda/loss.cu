@@ -21,12 +21,12 @@ __device__ bool label_ok(const int32_t* labels, int64_t n, int64_t c, unsigned l
 // probs (N,C) = softmax(logits); row_loss (N) = log(sum exp(z - max)) - (z[label] - max)
 // (kernel::softmax_ce_row).
 __global__ void softmax_ce_rows(float* probs, float* row_loss, const float* logits,
-                                const int32_t* labels, int64_t n, int64_t c,
+                                const int32_t* labels, int64_t n, int64_t c, float smoothing,
                                 unsigned long long* flag) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < n;
        r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     label_ok(labels, r, c, flag);
-    row_loss[r] = kernel::softmax_ce_row(probs + r * c, logits + r * c, c, labels[r]);
+    row_loss[r] = kernel::softmax_ce_row(probs + r * c, logits + r * c, c, labels[r], smoothing);
   }
 }
 
@@ -64,13 +64,14 @@ __global__ void sum_rows(float* out, const float* rows, int64_t n, double scale)
   if (threadIdx.x == 0) out[0] = static_cast<float>(partial[0] * scale);
 }
 
-// d (N,C) = scale * (v - onehot(labels)).
-__global__ void minus_onehot(float* d, const float* v, const int32_t* labels, int64_t n, int64_t c,
-                             float scale) {
+// d (N,C) = scale * (v - target), target `hit` at the label and `spread` elsewhere (mse: 1 and 0;
+// smoothed cross-entropy: 1 - e + e / C and e / C).
+__global__ void minus_target(float* d, const float* v, const int32_t* labels, int64_t n, int64_t c,
+                             float scale, float hit, float spread) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n * c;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / c, j = i % c;
-    d[i] = scale * (v[i] - (labels[r] == j ? 1.f : 0.f));
+    d[i] = scale * (v[i] - (labels[r] == j ? hit : spread));
   }
 }
 
@@ -141,11 +142,11 @@ void CudaBackend::check_labels() {
 }
 
 void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                                const Tensor& labels) {
+                                                const Tensor& labels, float smoothing) {
   if (!plain_f32({&loss, &probs, &logits})) {  // the loss is computed in fp32
     StandIn sl(*this, loss, false, true), sp(*this, probs, false, true),
         sx(*this, logits, true, false);
-    softmax_cross_entropy_forward(sl.get(), sp.get(), sx.get(), labels);
+    softmax_cross_entropy_forward(sl.get(), sp.get(), sx.get(), labels, smoothing);
     sl.finish();
     return sp.finish();
   }
@@ -155,22 +156,24 @@ void CudaBackend::softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, con
   rows_then_sum(*this, loss, n, c, n > 0 ? 1.0 / static_cast<double>(n) : 0.0,
                 [&](float* rows, unsigned long long* flag) {
                   softmax_ce_rows<<<grid_for(n), kThreads, 0, stream_>>>(
-                      probs.data(), rows, logits.data(), labels.data_i32(), n, c, flag);
+                      probs.data(), rows, logits.data(), labels.data_i32(), n, c, smoothing, flag);
                 });
 }
 
 void CudaBackend::softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                                 const Tensor& labels) {
+                                                 const Tensor& labels, float smoothing) {
   if (!plain_f32({&dlogits, &probs})) {
     StandIn sd(*this, dlogits, false, true), sp(*this, probs, true, false);
-    softmax_cross_entropy_backward(sd.get(), sp.get(), labels);
+    softmax_cross_entropy_backward(sd.get(), sp.get(), labels, smoothing);
     return sd.finish();
   }
   check_rows(probs, labels, "softmax_cross_entropy_backward");
   expect_shape(dlogits, probs.shape(), "dlogits");
   const int64_t n = probs.dim(0), c = probs.dim(1);
-  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(
-      dlogits.data(), probs.data(), labels.data_i32(), n, c, 1.f / static_cast<float>(n));
+  const float spread = smoothing / static_cast<float>(c);  // the CPU backend's fp32 targets
+  minus_target<<<grid_for(n * c), kThreads, 0, stream_>>>(
+      dlogits.data(), probs.data(), labels.data_i32(), n, c, 1.f / static_cast<float>(n),
+      1.f - smoothing + spread, spread);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -198,8 +201,9 @@ void CudaBackend::mse_backward(Tensor& dpred, const Tensor& pred, const Tensor& 
   check_rows(pred, labels, "mse_backward");
   expect_shape(dpred, pred.shape(), "dpred");
   const int64_t n = pred.dim(0), c = pred.dim(1);
-  minus_onehot<<<grid_for(n * c), kThreads, 0, stream_>>>(
-      dpred.data(), pred.data(), labels.data_i32(), n, c, 2.f / static_cast<float>(n * c));
+  minus_target<<<grid_for(n * c), kThreads, 0, stream_>>>(
+      dpred.data(), pred.data(), labels.data_i32(), n, c, 2.f / static_cast<float>(n * c), 1.f,
+      0.f);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
-// Max and average pooling: forward through cuDNN, backward through gather kernels (first maximum).
+// Max and average pooling: forward through cuDNN (ceil mode, which cuDNN's descriptor cannot
+// express, through a kernel of ours), backward through gather kernels (first maximum).
 // A NaN in a max window is its maximum (CUDNN_PROPAGATE_NAN, as the CPU backend and PyTorch).
 //
 // Backward is written by hand because the interface routes a max-pool gradient to the *first*
@@ -24,6 +25,17 @@ __global__ void max_pool_backward_kernel(float* __restrict__ dx, const float* __
     const PlanePos pos = plane_pos(i, g.H, g.W, total);
     dx[i] =
         kernel::max_pool_dx(x + pos.plane * g.H * g.W, dy + pos.plane * g.P * g.Q, pos.h, pos.w, g);
+  }
+}
+
+// y (N,C,P,Q): each window's first maximum or mean (kernel::pool_window_value).
+__global__ void pool_forward_kernel(float* __restrict__ y, const float* __restrict__ x, bool is_max,
+                                    PoolGeom g) {
+  const int64_t total = static_cast<int64_t>(g.N) * g.C * g.P * g.Q;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const PlanePos pos = plane_pos(i, g.P, g.Q, total);
+    y[i] = kernel::pool_window_value(x + pos.plane * g.H * g.W, pos.h, pos.w, is_max, g);
   }
 }
 
@@ -64,6 +76,13 @@ void CudaBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams&
   }
   PoolEntry& e = pool_entry(x, y, p);
   if (y.numel() == 0) return;
+  if (p.ceil_mode) {
+    if (tracing()) placed("pool2d_forward " + x.shape().str() + " -> tandem's kernel (ceil mode)");
+    pool_forward_kernel<<<grid_for(y.numel()), kThreads, 0, stream_>>>(
+        y.data(), x.data(), p.mode == PoolMode::kMax, geometry(x, y, p));
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (tracing())
     placed(std::string("pool2d_forward ") + x.shape().str() + " -> cuDNN " +
            (p.mode == PoolMode::kMax ? "max (deterministic)" : "average") + " pooling");

@@ -27,6 +27,9 @@ MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tenso
   const std::string what = "multiply " + as.str() + " * " + bs.str() + " -> " + y.shape().str();
   TANDEM_CHECK(y.numel() == a.numel(), what);
   if (bs == as) return {a.numel(), 1};
+  // One value per sample: (N), or (N,1,...).
+  if (as.rank() >= 2 && bs.rank() >= 1 && bs[0] == as[0] && b.numel() == as[0])
+    return {as[0], as[0] ? a.numel() / as[0] : 1};
   // (N,C) or (N,C,1,1) against (N,C,...): one value per (sample, channel).
   TANDEM_CHECK(as.rank() >= 2 && bs.rank() >= 2 && bs[0] == as[0] && bs[1] == as[1] &&
                    b.numel() == as[0] * as[1],

@@ -40,6 +40,8 @@ struct Pool2dParams {
   int kernel_h = 2, kernel_w = 2;
   int stride_h = 2, stride_w = 2;
   int pad_h = 0, pad_w = 0;
+  // The output keeps a last, partial window (PyTorch's ceil_mode): see pool_out_size.
+  bool ceil_mode = false;
 };
 
 // --- The update gate: what a step's update does, decided on the device, with no wait ---
@@ -90,16 +92,32 @@ struct AdamParams {
   const Tensor* gate = nullptr;  // the update gate (kGateSize, above), or null: always applies
 };
 
-// Output spatial size of a convolution or pooling window (floor mode).
 // multiply's geometry: a as rows of `inner` values, b one value per row (inner 1: b is a's
-// shape). Checks the shapes (TANDEM_CHECK) and names them in the message.
+// shape; b of one value per sample, (N) or (N,1,...): rows are samples, drop_path's scale). Checks
+// the shapes (TANDEM_CHECK) and names them in the message.
 struct MultiplyGeometry {
   int64_t rows = 0, inner = 1;
 };
 MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tensor& b);
 
+// Output spatial size of a convolution (and of a pooling window in floor mode).
 inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int dilation = 1) {
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// Output size of a pooling window along one axis: floor mode as conv_out_size; ceil mode adds a
+// last window that reaches past the end (clipped there), unless it would start in the padding
+// after the input (PyTorch's rule, which ONNX Runtime follows).
+inline int64_t pool_out_size(int64_t in, int kernel, int stride, int pad, bool ceil_mode) {
+  if (!ceil_mode) return conv_out_size(in, kernel, stride, pad);
+  int64_t out = (in + 2 * pad - kernel + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + pad) --out;
+  return out;
+}
+// pool2d's output shape (N,C,P,Q) for an input x (N,C,H,W).
+inline Shape pool_out_shape(const Shape& x, const Pool2dParams& p) {
+  return Shape{x[0], x[1], pool_out_size(x[2], p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode),
+               pool_out_size(x[3], p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode)};
 }
 
 // copy_columns' geometry, checked: the rows and the two row lengths.
@@ -206,7 +224,8 @@ class Backend {
   // y = a + b, elementwise, same shapes (y may alias a or b).
   virtual void add(Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // y = a * b elementwise (y may alias a). b has a's shape, or it is (N,C) or (N,C,1,1) against
-  // an a of (N,C,...), its value broadcast over a's positions (squeeze-and-excitation's gate).
+  // an a of (N,C,...), its value broadcast over a's positions (squeeze-and-excitation's gate), or
+  // it holds one value per sample, broadcast over the sample (multiply_geometry).
   virtual void multiply(Tensor& y, const Tensor& a, const Tensor& b) = 0;
   // multiply's gradients: da = dy * b (broadcast as there), db = dy * a summed over the positions
   // b is broadcast over. Either may be null; neither aliases dy, a or b.
@@ -249,15 +268,17 @@ class Backend {
                                    Activation a, float alpha) = 0;
 
   // --- losses and metrics ---
-  // logits (N,C), labels int32 (N) -> probs (N,C) softmax, loss (1) mean cross-entropy over N.
+  // logits (N,C), labels int32 (N) -> probs (N,C) softmax, loss (1) mean cross-entropy over N
+  // against the target t = (1 - smoothing) onehot(label) + smoothing / C (label smoothing,
+  // PyTorch's CrossEntropyLoss(label_smoothing); 0: the plain one-hot target).
   // A label outside [0, C) throws DataError naming the sample: here, or on a device that queues
   // ops, at the next synchronize() or download() (so that checking adds no wait for the device).
   // The same holds for mse_forward and accuracy.
   virtual void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                             const Tensor& labels) = 0;
-  // dlogits (N,C) = (probs - onehot(labels)) / N.
+                                             const Tensor& labels, float smoothing) = 0;
+  // dlogits (N,C) = (probs - t) / N, t the forward's target.
   virtual void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                              const Tensor& labels) = 0;
+                                              const Tensor& labels, float smoothing) = 0;
   // pred (N,C), labels (N) -> loss (1) = mean over N*C of (pred - onehot(labels))^2.
   virtual void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) = 0;
   // dpred = 2 (pred - onehot(labels)) / (N*C).
@@ -290,6 +311,19 @@ class Backend {
   virtual void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                                   const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_inv_std) = 0;
+
+  // --- group normalization: per sample, over each group of C / G channels and their positions ---
+  // x (N,C,...): y = gamma[c] * (x - mean) * inv_std + beta[c], mean and inv_std = 1 /
+  // sqrt(biased variance + eps) those of the (sample, group)'s values, saved (N*G) for the
+  // backward. groups 1: layer normalization over (C,H,W); groups C: instance normalization.
+  virtual void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                 const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 int groups, float eps) = 0;
+  // dgamma, dbeta (C, overwritten) and dx (null: not needed) from dy, the forward's x, gamma and
+  // the statistics it saved.
+  virtual void groupnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                                  const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_inv_std, int groups) = 0;
 
   // --- optimizer updates (in place on w and the state tensors) ---
   // With p.gate set, an update reads the gate on the device: it skips when [kGateSkip] is set,

@@ -300,6 +300,31 @@ void parse_train(ConfigMap& top, Config& c) {
   train.finish();
 }
 
+// loss: a name, or a mapping of the name to its settings:
+// {softmax_cross_entropy: {label_smoothing: 0.1}}.
+void parse_loss(ConfigMap& top, Config& c) {
+  if (!top.has("loss") || !top.node("loss").IsMap()) {
+    c.loss = top.get_choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy", "mse"});
+    return;
+  }
+  ConfigMap loss = top.map("loss");
+  if (loss.has("softmax_cross_entropy")) {
+    c.loss = "softmax_cross_entropy";
+    ConfigMap sce = loss.map("softmax_cross_entropy");
+    c.label_smoothing = sce.get_double("label_smoothing", 0);
+    if (!(c.label_smoothing >= 0 && c.label_smoothing <= 1))
+      sce.fail("label_smoothing", "expected a share of the target in [0, 1], e.g. 0.1");
+    sce.finish();
+  } else if (loss.has("mse")) {
+    c.loss = "mse";
+    loss.map("mse").finish();
+  } else {
+    loss.fail("", "expected the loss's name as the key: softmax_cross_entropy or mse",
+              "write e.g. 'loss: {softmax_cross_entropy: {label_smoothing: 0.1}}'");
+  }
+  loss.finish();
+}
+
 // deterministic, precision and gpu: how the devices compute.
 void parse_device_settings(ConfigMap& top, Config& c) {
   c.deterministic = top.get_bool("deterministic", false);
@@ -329,7 +354,7 @@ Config parse(const YAML::Node& root, const std::string& file, const std::string&
                  ? "rename 'model:' to 'layers:'"
                  : "list the layers under a top-level 'layers:', as configs/lenet.yaml does");
   config_detail::parse_layers(c, top, file, text);
-  c.loss = top.get_choice("loss", "softmax_cross_entropy", {"softmax_cross_entropy", "mse"});
+  parse_loss(top, c);
 
   parse_data(top, c, file);
   parse_train(top, c);

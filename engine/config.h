@@ -170,6 +170,9 @@ struct Config {
   Shape input;  // sample shape (C,H,W) or (features)
   std::vector<LayerSpec> layers;
   std::string loss = "softmax_cross_entropy";  // softmax_cross_entropy | mse
+  // softmax_cross_entropy's target: (1 - e) one-hot + e / classes (loss: {softmax_cross_entropy:
+  // {label_smoothing: e}}); 0: one-hot.
+  double label_smoothing = 0;
   DataConfig data;
   TrainConfig train;
   bool deterministic = false;

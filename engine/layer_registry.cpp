@@ -47,10 +47,10 @@ std::unique_ptr<Layer> make_layer(LayerSpec& spec) {
   return layer;
 }
 
-std::unique_ptr<Loss> make_loss(const std::string& type) {
+std::unique_ptr<Loss> make_loss(const std::string& type, double label_smoothing) {
   auto it = losses().find(type);
   if (it == losses().end()) throw ConfigError("unknown loss '" + type + "'");
-  return it->second();
+  return it->second(label_smoothing);
 }
 
 }  // namespace tandem

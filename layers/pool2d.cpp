@@ -28,6 +28,7 @@ Pool2d::Pool2d(ConfigMap& args, std::string type) : type_(std::move(type)) {
   p_.stride_w = static_cast<int>(s[1]);
   p_.pad_h = static_cast<int>(pad[0]);
   p_.pad_w = static_cast<int>(pad[1]);
+  p_.ceil_mode = args.get_bool("ceil_mode", false);
 }
 
 Shape Pool2d::setup(const Shape& in) {
@@ -45,8 +46,7 @@ Shape Pool2d::setup(const Shape& in) {
                           std::to_string(in[1]) + "x" + std::to_string(in[2]),
                       "use a smaller window or remove a pooling layer before this one");
   in_ = in;
-  out_ = Shape{in[0], conv_out_size(in[1], p_.kernel_h, p_.stride_h, p_.pad_h),
-               conv_out_size(in[2], p_.kernel_w, p_.stride_w, p_.pad_w)};
+  out_ = pool_out_shape(in.with_batch(1), p_).without_batch();
   if (!keep_dims_) out_ = Shape{in[0]};  // the same values: (N,C) is (N,C,1,1) in memory
   return out_;
 }

@@ -10,7 +10,8 @@ namespace tandem {
 
 class Pool2d : public Layer {
  public:
-  // maxpool / avgpool keys: kernel (int or [h, w], required), stride (= kernel), padding (0).
+  // maxpool / avgpool keys: kernel (int or [h, w], required), stride (= kernel), padding (0),
+  // ceil_mode (false: a last, partial window is dropped, as PyTorch's default).
   // global_avgpool: the window is the whole input; keep_dims (true: (C,1,1); false: (C)).
   Pool2d(ConfigMap& args, std::string type);
   std::string type() const override { return type_; }

@@ -4,8 +4,10 @@
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
+#include "layers/drop_path.h"
 #include "layers/dropout.h"
 #include "layers/flatten.h"
+#include "layers/groupnorm.h"
 #include "layers/merge.h"
 #include "layers/mse.h"
 #include "layers/pool2d.h"
@@ -24,13 +26,17 @@ void register_builtin_layers() {
     register_layer(t, [t](ConfigMap& a) { return std::make_unique<ActivationLayer>(a, t); });
   }
   register_layer("batchnorm", [](ConfigMap& a) { return std::make_unique<BatchNorm>(a); });
+  register_layer("groupnorm", [](ConfigMap& a) { return std::make_unique<GroupNorm>(a); });
   register_layer("dropout", [](ConfigMap& a) { return std::make_unique<Dropout>(a); });
+  register_layer("drop_path", [](ConfigMap& a) { return std::make_unique<DropPath>(a); });
   register_layer("flatten", [](ConfigMap& a) { return std::make_unique<Flatten>(a); });
   register_layer("add", [](ConfigMap& a) { return std::make_unique<Add>(a); });
   register_layer("multiply", [](ConfigMap& a) { return std::make_unique<Multiply>(a); });
   register_layer("concat", [](ConfigMap& a) { return std::make_unique<Concat>(a); });
-  register_loss("softmax_cross_entropy", [] { return std::make_unique<SoftmaxCrossEntropy>(); });
-  register_loss("mse", [] { return std::make_unique<Mse>(); });
+  register_loss("softmax_cross_entropy", [](double e) {
+    return std::make_unique<SoftmaxCrossEntropy>(static_cast<float>(e));
+  });
+  register_loss("mse", [](double) { return std::make_unique<Mse>(); });
 }
 
 }  // namespace tandem

@@ -10,12 +10,13 @@ void SoftmaxCrossEntropy::allocate(Backend& backend, int64_t max_batch, int64_t 
 void SoftmaxCrossEntropy::forward(Context& ctx, const Tensor& logits, const Tensor& labels,
                                   Tensor& loss) {
   Tensor probs = probs_.prefix(logits.dim(0));
-  ctx.backend.softmax_cross_entropy_forward(loss, probs, logits, labels);
+  ctx.backend.softmax_cross_entropy_forward(loss, probs, logits, labels, smoothing_);
 }
 
 void SoftmaxCrossEntropy::backward(Context& ctx, const Tensor& logits, const Tensor& labels,
                                    Tensor& dlogits) {
-  ctx.backend.softmax_cross_entropy_backward(dlogits, probs_.prefix(logits.dim(0)), labels);
+  ctx.backend.softmax_cross_entropy_backward(dlogits, probs_.prefix(logits.dim(0)), labels,
+                                             smoothing_);
 }
 
 }  // namespace tandem

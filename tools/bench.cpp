@@ -314,7 +314,7 @@ int run_bench(const RunRequest& r) {
         c.train.batch_size = batch;
         c.precision = device.precision;
         Graph graph(c);
-        std::unique_ptr<Loss> loss = make_loss(c.loss);
+        std::unique_ptr<Loss> loss = make_loss(c.loss, c.label_smoothing);
         graph.allocate(*backend, batch, c.train.seed);
         row.b = bench(graph, *loss, *backend, c.train.optimizer, batch, r.steps, r.warmup,
                       c.train.seed);

@@ -9,6 +9,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
 #include "layers/dense.h"
+#include "layers/groupnorm.h"
 #include "layers/merge.h"
 #include "layers/pool2d.h"
 #include "tools/app.h"
@@ -155,19 +157,39 @@ std::vector<float> per_channel(const std::vector<float>& v, int64_t channels, fl
   throw ConfigError("layer " + std::to_string(layer.index() + 1) + " (" + layer.type() + ", " +
                         layer.name() + ") cannot be exported to ONNX: " + why,
                     "export a model of the layers ONNX expresses exactly: conv2d, dense, maxpool, "
-                    "avgpool, global_avgpool, the activations, batchnorm, dropout, flatten, add, "
-                    "concat");
+                    "avgpool, global_avgpool, the activations, batchnorm, groupnorm, dropout, "
+                    "drop_path, flatten, add, multiply, concat");
 }
 
 // Pooling's window, stride and padding as ONNX attributes (pads: begin h, begin w, end h, end w,
-// the same at both ends as tandem pads); floor mode (ceil_mode 0) like tandem's conv_out_size.
+// the same at both ends as tandem pads), and ceil mode. ONNX's ceil mode keeps a last window that
+// would start in the end padding, which tandem (as PyTorch) drops: there the window is written as
+// floor mode with the end padding that reaches the last window tandem keeps (less than a window,
+// left out of an average's divisor as all padding is).
 void set_window(onnx::NodeProto* n, const Layer& layer, const Pool2dParams& p) {
   // ONNX asks each pad to be smaller than its window; tandem's are at most half of it.
   if (p.pad_h >= p.kernel_h || p.pad_w >= p.kernel_w)
     refuse(layer, "its padding is not smaller than its window");
   set_ints(n, "kernel_shape", {p.kernel_h, p.kernel_w});
   set_ints(n, "strides", {p.stride_h, p.stride_w});
-  set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
+  const Shape& in = layer.input_shape();  // (C,H,W)
+  const Shape& out = layer.output_shape();
+  auto onnx_ceil = [](int64_t size, int k, int s, int pad) {
+    return (size + 2 * pad - k + s - 1) / s + 1;
+  };
+  const bool same = onnx_ceil(in[1], p.kernel_h, p.stride_h, p.pad_h) == out[1] &&
+                    onnx_ceil(in[2], p.kernel_w, p.stride_w, p.pad_w) == out[2];
+  if (!p.ceil_mode || same) {
+    set_ints(n, "pads", {p.pad_h, p.pad_w, p.pad_h, p.pad_w});
+    set_int(n, "ceil_mode", p.ceil_mode ? 1 : 0);
+    return;
+  }
+  auto end_pad = [](int64_t size, int64_t o, int k, int s, int pad) {
+    return std::max<int64_t>(pad, (o - 1) * s + k - size - pad);
+  };
+  set_ints(n, "pads",
+           {p.pad_h, p.pad_w, end_pad(in[1], out[1], p.kernel_h, p.stride_h, p.pad_h),
+            end_pad(in[2], out[2], p.kernel_w, p.stride_w, p.pad_w)});
   set_int(n, "ceil_mode", 0);
 }
 
@@ -252,6 +274,48 @@ void add_activation(GraphBuilder& b, const ActivationLayer& act, const std::stri
   }
 }
 
+// Group normalization as its composition (ONNX's GroupNormalization is opset 18, and scales per
+// group, not per channel): x (N,C,...) seen as (N, G, rest), each row's mean and biased variance,
+// normalized, seen as x's shape again, then scaled and shifted per channel. `in`: x, weight, bias.
+void add_groupnorm(GraphBuilder& b, const GroupNorm& gn, const std::vector<std::string>& in,
+                   const std::string& output) {
+  const std::string& name = gn.name();
+  int inner = 0;
+  auto mid = [&](const std::string& op, const std::vector<std::string>& ins,
+                 onnx::NodeProto** node = nullptr) {
+    const std::string node_name = fmt::format("{}.{}", name, ++inner);
+    const std::string out = b.unique(node_name);
+    onnx::NodeProto* n = b.node(op, node_name, ins, out);
+    if (node) *node = n;
+    return out;
+  };
+  auto mean_of_rows = [&](const std::string& v) {
+    onnx::NodeProto* n = nullptr;
+    const std::string out = mid("ReduceMean", {v}, &n);
+    set_ints(n, "axes", {2});
+    set_int(n, "keepdims", 1);
+    return out;
+  };
+  const Shape& s = gn.input_shape();  // (C,H,W) or (C)
+  std::vector<int64_t> back{0};       // Reshape's 0: the batch as it is
+  for (int64_t d : s.dims()) back.push_back(d);
+  const std::string rows =
+      mid("Reshape", {in[0], b.int_constant(name + ".grouped", {0, gn.groups(), -1})});
+  const std::string centred = mid("Sub", {rows, mean_of_rows(rows)});
+  const std::string var = mean_of_rows(mid("Mul", {centred, centred}));
+  const std::string eps = b.constant(name + ".eps", {}, {gn.eps()});
+  const std::string normalized = mid("Div", {centred, mid("Sqrt", {mid("Add", {var, eps})})});
+  std::string weight = in[1], bias = in[2];
+  if (s.rank() == 3) {  // (C) -> (C,1,1), broadcast over the positions
+    const std::string axes = b.int_constant(name + ".axes", {1, 2});
+    weight = mid("Unsqueeze", {weight, axes});
+    bias = mid("Unsqueeze", {bias, axes});
+  }
+  const std::string scaled =
+      mid("Mul", {mid("Reshape", {normalized, b.int_constant(name + ".shape", back)}), weight});
+  b.node("Add", name, {scaled, bias}, output);
+}
+
 // Adds the nodes of one layer, reading `inputs` and writing `output`.
 void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& inputs,
                const std::string& output) {
@@ -300,7 +364,9 @@ void add_layer(GraphBuilder& b, Layer& layer, const std::vector<std::string>& in
     // (axis 1) of (N,C,H,W) or (N,C).
     for (const auto& [buffer, value] : bn->buffers()) in.push_back(b.weight(buffer, value));
     set_float(b.node("BatchNormalization", name, in, output), "epsilon", bn->eps());
-  } else if (type == "dropout") {
+  } else if (auto* gn = dynamic_cast<GroupNorm*>(&layer); gn && type == "groupnorm") {
+    add_groupnorm(b, *gn, in, output);
+  } else if (type == "dropout" || type == "drop_path") {
     b.node("Identity", name, in, output);  // the identity outside training
   } else if (type == "flatten") {
     set_int(b.node("Flatten", name, in, output), "axis", 1);  // (N, ...) -> (N, features)

@@ -368,7 +368,11 @@ void print_start(const TrainCommand& t) {
                        {"batch " + format_count(t.config.train.batch_size),
                         optimizer_text(t.config.train.optimizer),
                         "schedule " + schedule_text(t.config.train.schedule),
-                        "loss " + t.config.loss, fmt::format("seed {}", t.config.train.seed),
+                        "loss " + t.config.loss +
+                            (t.config.label_smoothing > 0
+                                 ? fmt::format(" (label smoothing {:g})", t.config.label_smoothing)
+                                 : ""),
+                        fmt::format("seed {}", t.config.train.seed),
                         "precision " + (t.r.precisions.size() > 1
                                             ? fmt::format("{}", fmt::join(t.r.precisions, ", "))
                                             : precision_text(t.config.precision))},
@@ -459,7 +463,7 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
   Config c = t.config;
   if (!run.device.precision.empty()) c.precision = run.device.precision;
   Graph graph(c);
-  std::unique_ptr<Loss> loss = make_loss(c.loss);
+  std::unique_ptr<Loss> loss = make_loss(c.loss, c.label_smoothing);
   // No batch holds more samples than the largest split: a batch beyond it takes no memory.
   const int64_t largest = std::max({t.data.train.size(), t.data.test.size(), t.val.size()});
   graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),

@@ -463,7 +463,7 @@ std::vector<HostTensor> OnnxConformance::run(const onnx::NodeProto& n, int opset
     Tensor loss(be(), Shape{1}), labels(be(), Shape{rows}, DType::kI32);
     const std::vector<int32_t> zeros(static_cast<size_t>(rows), 0);
     be().upload(labels, zeros.data());
-    be().softmax_cross_entropy_forward(loss, probs, logits, labels);
+    be().softmax_cross_entropy_forward(loss, probs, logits, labels, 0.f);
     return {download(probs, xd)};
   }
   if (op == "Add") {

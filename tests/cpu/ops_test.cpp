@@ -171,14 +171,16 @@ TEST_P(ElementwiseTest, CountNonfiniteCountsNanAndBothInfinities) {
   EXPECT_EQ(be().count_nonfinite(std::vector<const Tensor*>{}), 0);
 }
 
-// multiply of one shape, and with a (N,C) or (N,C,1,1) gate broadcast over odd positions; its
-// gradients, the gate's summed over the positions; and in place over a.
+// multiply of one shape, with a (N,C) or (N,C,1,1) gate broadcast over odd positions, and with
+// one value per sample ((N) or (N,1,1,1), drop_path's scale); its gradients, the gate's summed
+// over the positions; and in place over a.
 TEST_P(ElementwiseTest, MultiplyAndItsGradientsMatchReference) {
   const Shape x{3, 5, 7, 3};
   const struct {
     Shape gate;
     int64_t inner;
-  } cases[] = {{x, 1}, {Shape{3, 5}, 21}, {Shape{3, 5, 1, 1}, 21}, {Shape{3, 5}, 1}};
+  } cases[] = {{x, 1},           {Shape{3, 5}, 21},     {Shape{3, 5, 1, 1}, 21},
+               {Shape{3, 5}, 1}, {Shape{3}, 5 * 7 * 3}, {Shape{3, 1, 1, 1}, 5 * 7 * 3}};
   uint32_t seed = 60;
   for (const auto& c : cases) {
     const Shape a_shape = c.gate.rank() == 2 && c.inner == 1 ? Shape{3, 5} : x;
@@ -202,7 +204,7 @@ TEST_P(ElementwiseTest, MultiplyAndItsGradientsMatchReference) {
 
 TEST_P(ElementwiseTest, MultiplyRefusesShapesThatDoNotBroadcast) {
   Tensor a = output({2, 4, 3, 3}), y = output({2, 4, 3, 3});
-  for (const Shape& gate : {Shape{2, 3}, Shape{2, 4, 3, 1}, Shape{4}}) {
+  for (const Shape& gate : {Shape{2, 3}, Shape{2, 4, 3, 1}, Shape{4}, Shape{3}}) {
     Tensor b = output(gate);
     EXPECT_THROW(be().multiply(y, a, b), Error) << gate.str();
   }
@@ -303,20 +305,22 @@ class LossTest : public BackendTest {
   static Doubles scalar(double v) { return Doubles{v}; }
 };
 
+// The plain one-hot target and label smoothing's (0.1, and 1: the uniform target alone).
 TEST_P(LossTest, SoftmaxCrossEntropyMatchesReference) {
-  for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 10}, {64, 10}, {7, 3}, {5, 1000}}) {
-    SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(c));
-    Floats x = random(n * c, static_cast<uint32_t>(n * c), -5.f, 5.f);
-    std::vector<int32_t> l = labels(n, c, 3);
-    Tensor logits = upload({n, c}, x), lab = upload_labels(l);
-    Tensor loss = output({1}), probs = output({n, c}), d = output({n, c});
-    be().softmax_cross_entropy_forward(loss, probs, logits, lab);
-    EXPECT_CLOSE(download(loss), scalar(reference::softmax_cross_entropy(x, l, n, c)));
-    Floats p = download(probs);
-    EXPECT_CLOSE(p, reference::softmax(x, n, c));
-    be().softmax_cross_entropy_backward(d, probs, lab);
-    EXPECT_CLOSE(download(d), reference::softmax_cross_entropy_backward(p, l, n, c));
-  }
+  for (float e : {0.f, 0.1f, 1.f})
+    for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 10}, {64, 10}, {7, 3}, {5, 1000}}) {
+      SCOPED_TRACE(std::to_string(n) + "x" + std::to_string(c) + " smoothing " + std::to_string(e));
+      Floats x = random(n * c, static_cast<uint32_t>(n * c), -5.f, 5.f);
+      std::vector<int32_t> l = labels(n, c, 3);
+      Tensor logits = upload({n, c}, x), lab = upload_labels(l);
+      Tensor loss = output({1}), probs = output({n, c}), d = output({n, c});
+      be().softmax_cross_entropy_forward(loss, probs, logits, lab, e);
+      EXPECT_CLOSE(download(loss), scalar(reference::softmax_cross_entropy(x, l, n, c, e)));
+      Floats p = download(probs);
+      EXPECT_CLOSE(p, reference::softmax(x, n, c));
+      be().softmax_cross_entropy_backward(d, probs, lab, e);
+      EXPECT_CLOSE(download(d), reference::softmax_cross_entropy_backward(p, l, n, c, e));
+    }
 }
 
 // Logits around 1000 overflow exp() unless the row maximum is subtracted first.
@@ -327,7 +331,7 @@ TEST_P(LossTest, SoftmaxCrossEntropyIsStableForLargeLogits) {
   std::vector<int32_t> l = labels(4, 10, 2);
   Tensor logits = upload({4, 10}, shifted), lab = upload_labels(l);
   Tensor loss = output({1}), probs = output({4, 10});
-  be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+  be().softmax_cross_entropy_forward(loss, probs, logits, lab, 0.f);
   Floats got = download(loss);
   EXPECT_TRUE(std::isfinite(got[0]));
   EXPECT_LT(relative_error(got, scalar(reference::softmax_cross_entropy(x, l, 4, 10))), 1e-3);
@@ -367,7 +371,7 @@ TEST_P(LossTest, LabelOutOfRangeNamesTheSample) {
   Tensor logits = upload({4, 10}, random(40, 1)), loss = output({1}), probs = output({4, 10});
   Tensor lab = upload_labels({0, 9, 3, 10});
   try {
-    be().softmax_cross_entropy_forward(loss, probs, logits, lab);
+    be().softmax_cross_entropy_forward(loss, probs, logits, lab, 0.f);
     be().synchronize();
     FAIL() << "no DataError for label 10";
   } catch (const DataError& e) {
@@ -397,7 +401,7 @@ TEST_P(LossTest, LabelErrorIsReportedOnceAndThenCleared) {
   Tensor logits = upload({4, 10}, scores), loss = output({1}), probs = output({4, 10});
   Tensor bad = upload_labels({0, 12, 3, 11}), good = upload_labels({0, 9, 3, 2});
   try {
-    be().softmax_cross_entropy_forward(loss, probs, logits, bad);
+    be().softmax_cross_entropy_forward(loss, probs, logits, bad, 0.f);
     be().accuracy(loss, logits, bad);
     be().synchronize();
     FAIL() << "no DataError for labels 12 and 11";
@@ -405,7 +409,7 @@ TEST_P(LossTest, LabelErrorIsReportedOnceAndThenCleared) {
     EXPECT_EQ(e.cause(), "label 12 of sample 1 is outside [0, 10)");
   }
   EXPECT_NO_THROW({
-    be().softmax_cross_entropy_forward(loss, probs, logits, good);
+    be().softmax_cross_entropy_forward(loss, probs, logits, good, 0.f);
     be().accuracy(loss, logits, good);
     be().synchronize();
   });

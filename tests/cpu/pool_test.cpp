@@ -22,6 +22,11 @@ Pool2dParams pool(PoolMode mode, int kh, int kw, int sh, int sw, int ph = 0, int
   return p;
 }
 
+Pool2dParams ceil(Pool2dParams p) {
+  p.ceil_mode = true;
+  return p;
+}
+
 std::vector<PoolCase> pool_cases() {
   const PoolMode kMax = PoolMode::kMax, kAvg = PoolMode::kAverage;
   return {
@@ -32,6 +37,13 @@ std::vector<PoolCase> pool_cases() {
       {"avg_2x2_s2", 2, 3, 8, 8, pool(kAvg, 2, 2, 2, 2)},
       {"avg_3x3_s1_pad1", 1, 4, 7, 5, pool(kAvg, 3, 3, 1, 1, 1, 1)},
       {"avg_3x3_s2_pad1_nonsquare", 2, 3, 9, 6, pool(kAvg, 3, 3, 2, 2, 1, 1)},
+      // ceil_mode: a last, partial window on each odd axis (SqueezeNet's 3x3 stride 2), one that
+      // would start in the end padding left out, and 2x2 stride 2 on odd sizes.
+      {"max_3x3_s2_ceil", 2, 3, 8, 7, ceil(pool(kMax, 3, 3, 2, 2))},
+      {"max_2x2_s2_ceil_odd", 1, 4, 7, 5, ceil(pool(kMax, 2, 2, 2, 2))},
+      {"max_3x3_s2_pad1_ceil", 1, 3, 6, 8, ceil(pool(kMax, 3, 3, 2, 2, 1, 1))},
+      {"avg_3x3_s2_ceil", 2, 3, 8, 7, ceil(pool(kAvg, 3, 3, 2, 2))},
+      {"avg_2x2_s2_pad1_ceil", 1, 2, 5, 6, ceil(pool(kAvg, 2, 2, 2, 2, 1, 1))},
   };
 }
 
@@ -41,8 +53,8 @@ TEST_P(PoolTest, ForwardMatchesReference) {
   uint32_t seed = 10;
   for (const PoolCase& c : pool_cases()) {
     SCOPED_TRACE(c.name);
-    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
-    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    const int64_t P = pool_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h, c.p.ceil_mode);
+    const int64_t Q = pool_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w, c.p.ceil_mode);
     Floats x = random(c.n * c.c * c.h * c.w, seed++);
     Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
     be().pool2d_forward(y, tx, c.p);
@@ -55,8 +67,8 @@ TEST_P(PoolTest, BackwardMatchesReferenceWithTies) {
   uint32_t seed = 20;
   for (const PoolCase& c : pool_cases()) {
     SCOPED_TRACE(c.name);
-    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
-    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    const int64_t P = pool_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h, c.p.ceil_mode);
+    const int64_t Q = pool_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w, c.p.ceil_mode);
     Floats x = random(c.n * c.c * c.h * c.w, seed++, -2.f, 2.f);
     for (float& v : x) v = std::round(v);
     Floats dy = random(c.n * c.c * P * Q, seed++);
@@ -74,8 +86,8 @@ TEST_P(PoolTest, MaxForwardPassesANaNOn) {
   for (const PoolCase& c : pool_cases()) {
     if (c.p.mode != PoolMode::kMax) continue;
     SCOPED_TRACE(c.name);
-    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
-    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    const int64_t P = pool_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h, c.p.ceil_mode);
+    const int64_t Q = pool_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w, c.p.ceil_mode);
     Floats x = random(c.n * c.c * c.h * c.w, 30);
     for (size_t i = 0; i < x.size(); i += 7) x[i] = NAN;
     Tensor tx = upload({c.n, c.c, c.h, c.w}, x), y = output({c.n, c.c, P, Q});
@@ -96,8 +108,8 @@ TEST_P(PoolTest, MaxBackwardRoutesANaNWindowToItsFirstNaN) {
   for (const PoolCase& c : pool_cases()) {
     if (c.p.mode != PoolMode::kMax) continue;
     SCOPED_TRACE(c.name);
-    const int64_t P = conv_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h);
-    const int64_t Q = conv_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w);
+    const int64_t P = pool_out_size(c.h, c.p.kernel_h, c.p.stride_h, c.p.pad_h, c.p.ceil_mode);
+    const int64_t Q = pool_out_size(c.w, c.p.kernel_w, c.p.stride_w, c.p.pad_w, c.p.ceil_mode);
     Floats x = random(c.n * c.c * c.h * c.w, 31);
     for (size_t i = 1; i < x.size(); i += 5) x[i] = NAN;
     Floats dy = random(c.n * c.c * P * Q, 32);

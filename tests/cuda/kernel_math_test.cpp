@@ -225,7 +225,7 @@ TEST_F(KernelMath, LossAndAccuracyRowsMatchTheCpu) {
   const std::vector<int32_t> labels{3, 0, 4, 5, 6};
   Tensor tz = upload({n, c}, z), ty = upload_labels(labels);
   Tensor loss = output({1}), probs = output({n, c}), correct = output({1}), mse = output({1});
-  be().softmax_cross_entropy_forward(loss, probs, tz, ty);
+  be().softmax_cross_entropy_forward(loss, probs, tz, ty, 0.f);
   be().accuracy(correct, tz, ty);
   be().mse_forward(mse, tz, ty);
   const Floats p = download(probs);
@@ -233,7 +233,7 @@ TEST_F(KernelMath, LossAndAccuracyRowsMatchTheCpu) {
   double sum_ce = 0, sum_mse = 0, hits = 0;
   for (int64_t r = 0; r < n; ++r) {
     const size_t at = static_cast<size_t>(r * c);
-    sum_ce += kernel::softmax_ce_row(hp.data() + at, z.data() + at, c, labels[r]);
+    sum_ce += kernel::softmax_ce_row(hp.data() + at, z.data() + at, c, labels[r], 0.f);
     sum_mse += kernel::mse_row(z.data() + at, c, labels[r]);
     hits += kernel::accuracy_row(z.data() + at, c, labels[r]);
   }
@@ -244,13 +244,14 @@ TEST_F(KernelMath, LossAndAccuracyRowsMatchTheCpu) {
   EXPECT_EQ(hits, download(correct)[0]);
   EXPECT_EQ(kernel::accuracy_row(z.data() + 3 * c, c, 1), 1.f);  // the first of the tied maxima
   EXPECT_EQ(kernel::accuracy_row(z.data() + 3 * c, c, 5), 0.f);
-  EXPECT_EQ(kernel::softmax_ce_row(hp.data(), z.data(), c, 7),
+  EXPECT_EQ(kernel::softmax_ce_row(hp.data(), z.data(), c, 7, 0.f),
             0.f);  // out of range: reported apart
 }
 
 // Each dx element gathers from the windows that cover it, the first maximum of a window taking its
 // gradient (ties after a relu are common) and a NaN being a window's maximum; average pooling
-// leaves padding out of the divisor. Overlapping, padded, non-square windows.
+// leaves padding out of the divisor. Overlapping, padded, non-square windows, and ceil mode's last,
+// partial window, whose forward value (the GPU's own kernel there) is checked too.
 TEST_F(KernelMath, PoolingGradientsMatchTheCpu) {
   const Shape xs{2, 3, 7, 6};
   Floats x = random(xs.numel(), 8);
@@ -259,19 +260,22 @@ TEST_F(KernelMath, PoolingGradientsMatchTheCpu) {
   struct Case {
     PoolMode mode;
     int kh, kw, sh, sw, ph, pw;
+    bool ceil = false;
   };
   for (const Case& c :
        {Case{PoolMode::kMax, 3, 3, 2, 2, 1, 1}, Case{PoolMode::kMax, 2, 2, 2, 2, 0, 0},
         Case{PoolMode::kMax, 3, 2, 1, 2, 1, 0}, Case{PoolMode::kAverage, 3, 3, 2, 2, 1, 1},
-        Case{PoolMode::kAverage, 2, 3, 1, 1, 0, 1}}) {
+        Case{PoolMode::kAverage, 2, 3, 1, 1, 0, 1}, Case{PoolMode::kMax, 3, 3, 2, 2, 0, 0, true},
+        Case{PoolMode::kAverage, 2, 2, 2, 2, 1, 1, true},
+        Case{PoolMode::kAverage, 3, 2, 2, 2, 0, 0, true}}) {
     SCOPED_TRACE("kernel " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " stride " +
                  std::to_string(c.sh) + "x" + std::to_string(c.sw) + " pad " +
-                 std::to_string(c.ph) + "x" + std::to_string(c.pw));
+                 std::to_string(c.ph) + "x" + std::to_string(c.pw) + (c.ceil ? " ceil" : ""));
     Pool2dParams p;
     p.mode = c.mode, p.kernel_h = c.kh, p.kernel_w = c.kw, p.stride_h = c.sh, p.stride_w = c.sw;
-    p.pad_h = c.ph, p.pad_w = c.pw;
-    const int P = static_cast<int>(conv_out_size(xs[2], c.kh, c.sh, c.ph)),
-              Q = static_cast<int>(conv_out_size(xs[3], c.kw, c.sw, c.pw));
+    p.pad_h = c.ph, p.pad_w = c.pw, p.ceil_mode = c.ceil;
+    const int P = static_cast<int>(pool_out_size(xs[2], c.kh, c.sh, c.ph, c.ceil)),
+              Q = static_cast<int>(pool_out_size(xs[3], c.kw, c.sw, c.pw, c.ceil));
     const Shape ys{xs[0], xs[1], P, Q};
     const Floats dy = random(ys.numel(), 9);
     Tensor tx = upload(xs, x), ty = output(ys), tdy = upload(ys, dy), tdx = output(xs);
@@ -286,6 +290,15 @@ TEST_F(KernelMath, PoolingGradientsMatchTheCpu) {
                                                    dy.data() + at.plane * P * Q, at.h, at.w, g)
                              : kernel::avg_pool_dx(dy.data() + at.plane * P * Q, at.h, at.w, g);
       EXPECT_NEAR(host, dx[static_cast<size_t>(i)], 1e-6f) << "dx element " << i;
+    }
+    const Floats y = download(ty);
+    for (int64_t i = 0; i < ys.numel(); ++i) {
+      const PlanePos at = plane_pos(i, P, Q, ys.numel());
+      const float host = kernel::pool_window_value(x.data() + at.plane * 42, at.h, at.w,
+                                                   c.mode == PoolMode::kMax, g);
+      const float cpu = y[static_cast<size_t>(i)];
+      EXPECT_TRUE(host == cpu || std::abs(host - cpu) <= 1e-6f || (host != host && cpu != cpu))
+          << "y element " << i << ": " << host << " vs " << cpu;
     }
   }
 }

@@ -338,12 +338,12 @@ TEST_F(Parity, SoftmaxCrossEntropyMseAndAccuracy) {
   Pair logits = make(Shape{n, c}, random(n * c, 41, -6.f, 6.f));
   Pair lab = labels(random_labels(n, c, 42));
   Pair loss = make(Shape{1}, 43), probs = make(Shape{n, c}, 44), d = make(Shape{n, c}, 45);
-  cpu_->softmax_cross_entropy_forward(loss.c, probs.c, logits.c, lab.c);
-  gpu_->softmax_cross_entropy_forward(loss.g, probs.g, logits.g, lab.g);
+  cpu_->softmax_cross_entropy_forward(loss.c, probs.c, logits.c, lab.c, 0.f);
+  gpu_->softmax_cross_entropy_forward(loss.g, probs.g, logits.g, lab.g, 0.f);
   EXPECT_LT(error(loss), kTol);
   EXPECT_LT(error(probs), kTol);
-  cpu_->softmax_cross_entropy_backward(d.c, probs.c, lab.c);
-  gpu_->softmax_cross_entropy_backward(d.g, probs.g, lab.g);
+  cpu_->softmax_cross_entropy_backward(d.c, probs.c, lab.c, 0.f);
+  gpu_->softmax_cross_entropy_backward(d.g, probs.g, lab.g, 0.f);
   EXPECT_LT(error(d), kTol);
   cpu_->mse_forward(loss.c, logits.c, lab.c);
   gpu_->mse_forward(loss.g, logits.g, lab.g);
@@ -365,12 +365,12 @@ TEST_F(Parity, LabelOutOfRangeGivesTheSameDataError) {
   Pair loss = make(Shape{1}, 52), probs = make(Shape{7, 5}, 53);
   std::string cpu_msg, gpu_msg;
   try {
-    cpu_->softmax_cross_entropy_forward(loss.c, probs.c, logits.c, lab.c);
+    cpu_->softmax_cross_entropy_forward(loss.c, probs.c, logits.c, lab.c, 0.f);
   } catch (const DataError& e) {
     cpu_msg = e.cause();
   }
   try {
-    gpu_->softmax_cross_entropy_forward(loss.g, probs.g, logits.g, lab.g);
+    gpu_->softmax_cross_entropy_forward(loss.g, probs.g, logits.g, lab.g, 0.f);
     gpu_->synchronize();  // where a queued check reports
   } catch (const DataError& e) {
     gpu_msg = e.cause();

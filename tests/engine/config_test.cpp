@@ -52,6 +52,15 @@ std::string with(const std::string& from, const std::string& to) {
   return s.replace(at, from.size(), to);
 }
 
+TEST(Config, LossTakesItsNameOrAMappingWithLabelSmoothing) {
+  EXPECT_EQ(parse_config(kGood, "good.yaml").label_smoothing, 0);
+  const Config c = parse_config(
+      with("layers:", "loss: {softmax_cross_entropy: {label_smoothing: 0.1}}\nlayers:"), "s.yaml");
+  EXPECT_EQ(c.loss, "softmax_cross_entropy");
+  EXPECT_DOUBLE_EQ(c.label_smoothing, 0.1);
+  EXPECT_EQ(parse_config(with("layers:", "loss: {mse: {}}\nlayers:"), "m.yaml").loss, "mse");
+}
+
 TEST(Config, GoodConfigParsesEveryField) {
   Config c = parse_config(kGood, "good.yaml");
   EXPECT_EQ(c.name, "tiny");
@@ -134,7 +143,7 @@ TEST(Graph, AllocatePacksTheParamsIntoOneAlignedBuffer) {
 
 TEST(Config, ShippedConfigsLoadAndBuild) {
   for (const char* name : {"lenet", "mlp", "cifar_cnn", "cifar_bn", "cifar_resnet",
-                           "resnet18_cifar", "mobilenet_v2_cifar"}) {
+                           "resnet18_cifar", "mobilenet_v2_cifar", "efficientnet_b0_cifar"}) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
     Graph g(c);
     EXPECT_EQ(g.classes(), 10) << name;
@@ -144,8 +153,10 @@ TEST(Config, ShippedConfigsLoadAndBuild) {
 // The configs of torchvision's networks count PyTorch's parameters:
 // sum(p.numel() for p in model.parameters()) of the models their comments describe.
 TEST(Config, TorchvisionNetworksHavePyTorchsParameterCounts) {
-  const std::pair<const char*, int64_t> nets[] = {
-      {"resnet18_cifar", 11173962}, {"mobilenet_v2_cifar", 2236682}, {"resnet50", 25557032}};
+  const std::pair<const char*, int64_t> nets[] = {{"resnet18_cifar", 11173962},
+                                                  {"mobilenet_v2_cifar", 2236682},
+                                                  {"efficientnet_b0_cifar", 4020358},
+                                                  {"resnet50", 25557032}};
   for (const auto& [name, count] : nets) {
     Config c = load_config(std::string(TANDEM_SOURCE_DIR) + "/configs/" + name + ".yaml");
     EXPECT_EQ(Graph(c).parameter_count(), count) << name;
@@ -206,6 +217,19 @@ INSTANTIATE_TEST_SUITE_P(
                   {"bad.yaml:4:5: layer 1 (conv2d), input [1, 8, 8]",
                    "groups 3 must divide both the input's 1 channels and the 4 filters",
                    "give a groups that divides 1"}},
+        BadConfig{"GroupNormGroupsThatDoNotDivideTheChannels",
+                  with("  - flatten\n", "  - groupnorm: {groups: 3}\n  - flatten\n"),
+                  {"bad.yaml:7:5: layer 4 (groupnorm), input [4, 4, 4]",
+                   "groups 3 must divide the input's 4 channels", "divides 4"}},
+        BadConfig{"DropPathWithoutRate",
+                  with("  - flatten\n", "  - {drop_path: {}}\n  - flatten\n"),
+                  {"bad.yaml:7:17: layer 4 (drop_path)", "missing required key 'rate'"}},
+        BadConfig{"LabelSmoothingOutOfRange",
+                  with("layers:", "loss: {softmax_cross_entropy: {label_smoothing: 1.5}}\nlayers:"),
+                  {"bad.yaml:3:32: loss.softmax_cross_entropy: 'label_smoothing'", "[0, 1]"}},
+        BadConfig{"UnknownLossInAMapping",
+                  with("layers:", "loss: {cross_entropy: {label_smoothing: 0.1}}\nlayers:"),
+                  {"bad.yaml:3:7: loss", "softmax_cross_entropy or mse"}},
         BadConfig{"GroupsBelowOne",
                   with("kernel: 3, padding: 1", "kernel: 3, padding: 1, groups: 0"),
                   {"layer 1 (conv2d): 'groups': expected a value of at least 1, got 0"}},

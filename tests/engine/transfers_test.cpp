@@ -123,12 +123,12 @@ class CountingBackend : public Backend {
     in_.activation_backward(dx, dy, x, y, a, alpha);
   }
   void softmax_cross_entropy_forward(Tensor& loss, Tensor& probs, const Tensor& logits,
-                                     const Tensor& labels) override {
-    in_.softmax_cross_entropy_forward(loss, probs, logits, labels);
+                                     const Tensor& labels, float smoothing) override {
+    in_.softmax_cross_entropy_forward(loss, probs, logits, labels, smoothing);
   }
-  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs,
-                                      const Tensor& labels) override {
-    in_.softmax_cross_entropy_backward(dlogits, probs, labels);
+  void softmax_cross_entropy_backward(Tensor& dlogits, const Tensor& probs, const Tensor& labels,
+                                      float smoothing) override {
+    in_.softmax_cross_entropy_backward(dlogits, probs, labels, smoothing);
   }
   void mse_forward(Tensor& loss, const Tensor& pred, const Tensor& labels) override {
     in_.mse_forward(loss, pred, labels);
@@ -162,6 +162,15 @@ class CountingBackend : public Backend {
                           const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_inv_std) override {
     in_.batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std);
+  }
+  void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const Tensor& x,
+                         const Tensor& gamma, const Tensor& beta, int groups, float eps) override {
+    in_.groupnorm_forward(y, save_mean, save_inv_std, x, gamma, beta, groups, eps);
+  }
+  void groupnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                          const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                          const Tensor& save_inv_std, int groups) override {
+    in_.groupnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std, groups);
   }
   void sgd_update(Tensor& w, Tensor& velocity, const Tensor& grad, const SgdParams& p) override {
     in_.sgd_update(w, velocity, grad, p);

@@ -8,6 +8,7 @@
 // pooling (Caffe's kink problem) so that h never straddles one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 
@@ -368,6 +369,77 @@ TEST_P(LayerGradient, BatchNormFlat) {
        [](const Floats& x, const std::vector<Floats>& p) {
          return ref::batchnorm_training(x, p[0], p[1], 6, 5, 1, 1e-3).y;
        }});
+}
+
+// Group normalization: as group, layer (groups 1) and instance (groups C) normalization of
+// images, and of a flat input. Every input of a group reaches each of its outputs through the
+// group's mean and variance.
+TEST_P(LayerGradient, GroupNorm) {
+  for (int64_t groups : {2, 1, 6}) {
+    run({"groupnorm_" + std::to_string(groups),
+         "groupnorm: {groups: " + std::to_string(groups) + "}", Shape{2, 6, 3, 5},
+         [groups](const Floats& x, const std::vector<Floats>& p) {
+           return ref::groupnorm(x, p[0], p[1], 2, 6, 15, groups, 1e-5);
+         }});
+  }
+  run({"groupnorm_flat", "groupnorm: {groups: 3, eps: 1.0e-3}", Shape{3, 9},
+       [](const Floats& x, const std::vector<Floats>& p) {
+         return ref::groupnorm(x, p[0], p[1], 3, 9, 1, 3, 1e-3);
+       }});
+}
+
+// Stochastic depth: each sample kept whole (scaled by 1 / (1 - rate)) or dropped whole, by the
+// dropout rule's number of its index in the layer's stream.
+TEST_P(LayerGradient, DropPath) {
+  const uint64_t stream = (3ull << 16) | 0;  // seed 7, step 3, layer index 0
+  const int64_t n = 8, per_sample = 2 * 3 * 3;
+  run({"drop_path", "drop_path: {rate: 0.4}", Shape{n, 2, 3, 3},
+       [&](const Floats& x, const std::vector<Floats>&) {
+         const Doubles m = ref::dropout_mask(n, 0.4, 7, stream);
+         Doubles y(x.size());
+         for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * m[i / per_sample];
+         return y;
+       }});
+  const Doubles m = ref::dropout_mask(n, 0.4, 7, stream);
+  const auto kept = std::count_if(m.begin(), m.end(), [](double v) { return v != 0; });
+  EXPECT_GT(kept, 0);  // the case sees both kinds of sample
+  EXPECT_LT(kept, n);
+}
+
+// Ceil mode's last, partial windows on odd sizes.
+TEST_P(LayerGradient, PoolCeilMode) {
+  Pool2dParams q;
+  q.kernel_h = q.kernel_w = 3;
+  q.stride_h = q.stride_w = 2;
+  q.ceil_mode = true;
+  run({"maxpool_ceil", "maxpool: {kernel: 3, stride: 2, ceil_mode: true}", Shape{2, 2, 6, 7},
+       [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 2, 2, 6, 7, q);
+       },
+       true});
+  q.mode = PoolMode::kAverage;
+  q.kernel_h = q.kernel_w = 2;
+  q.pad_h = q.pad_w = 1;
+  run({"avgpool_ceil", "avgpool: {kernel: 2, stride: 2, padding: 1, ceil_mode: true}",
+       Shape{1, 3, 5, 6}, [q](const Floats& x, const std::vector<Floats>&) {
+         return ref::pool2d_forward(x, 1, 3, 5, 6, q);
+       }});
+}
+
+TEST_P(LayerGradient, SoftmaxCrossEntropyWithLabelSmoothing) {
+  auto loss = make_loss("softmax_cross_entropy", 0.2);
+  const int64_t n = 4, c = 6;
+  loss->allocate(be(), n, c);
+  Floats logits = random(n * c, 3, -2.f, 2.f);
+  std::vector<int32_t> labels{0, 5, 2, 2};
+  Tensor lt = upload(Shape{n, c}, logits), yt = upload_labels(labels), value = output(Shape{1});
+  Tensor grad = output(Shape{n, c});
+  Context ctx{be(), true, 0, 0};
+  loss->forward(ctx, lt, yt, value);
+  loss->backward(ctx, lt, yt, grad);
+  EXPECT_NEAR(download(value)[0], ref::softmax_cross_entropy(logits, labels, n, c, 0.2), 1e-5);
+  check_gradient("softmax_cross_entropy smoothed", download(grad), logits,
+                 [&] { return ref::softmax_cross_entropy(logits, labels, n, c, 0.2); });
 }
 
 TEST_P(LayerGradient, SoftmaxCrossEntropyLoss) {

@@ -98,8 +98,8 @@ Window window(int64_t op, int64_t oq, int64_t h, int64_t w, const Pool2dParams& 
 
 Doubles pool2d_forward(const Floats& x, int64_t n, int64_t c, int64_t h, int64_t w,
                        const Pool2dParams& p) {
-  const int64_t P = conv_out_size(h, p.kernel_h, p.stride_h, p.pad_h);
-  const int64_t Q = conv_out_size(w, p.kernel_w, p.stride_w, p.pad_w);
+  const int64_t P = pool_out_size(h, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode);
+  const int64_t Q = pool_out_size(w, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode);
   Doubles y(n * c * P * Q);
   for (int64_t plane = 0; plane < n * c; ++plane)
     for (int64_t op = 0; op < P; ++op)
@@ -120,8 +120,8 @@ Doubles pool2d_forward(const Floats& x, int64_t n, int64_t c, int64_t h, int64_t
 
 Doubles pool2d_backward(const Floats& dy, const Floats& x, int64_t n, int64_t c, int64_t h,
                         int64_t w, const Pool2dParams& p) {
-  const int64_t P = conv_out_size(h, p.kernel_h, p.stride_h, p.pad_h);
-  const int64_t Q = conv_out_size(w, p.kernel_w, p.stride_w, p.pad_w);
+  const int64_t P = pool_out_size(h, p.kernel_h, p.stride_h, p.pad_h, p.ceil_mode);
+  const int64_t Q = pool_out_size(w, p.kernel_w, p.stride_w, p.pad_w, p.ceil_mode);
   Doubles dx(n * c * h * w, 0.0);
   for (int64_t plane = 0; plane < n * c; ++plane)
     for (int64_t op = 0; op < P; ++op)
@@ -307,18 +307,47 @@ Doubles softmax(const Floats& logits, int64_t n, int64_t c) {
   return p;
 }
 
-double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c) {
+Doubles groupnorm(const Floats& x, const Floats& gamma, const Floats& beta, int64_t n, int64_t c,
+                  int64_t inner, int64_t groups, double eps) {
+  Doubles y(x.size());
+  const int64_t per = c / groups, m = per * inner;
+  for (int64_t s = 0; s < n; ++s)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t base = (s * c + g * per) * inner;
+      double mean = 0, var = 0;
+      for (int64_t k = 0; k < m; ++k) mean += x[base + k];
+      mean /= static_cast<double>(m);
+      for (int64_t k = 0; k < m; ++k) var += (x[base + k] - mean) * (x[base + k] - mean);
+      var /= static_cast<double>(m);
+      for (int64_t k = 0; k < m; ++k) {
+        const int64_t ch = g * per + k / inner;
+        y[base + k] = gamma[ch] * (x[base + k] - mean) / std::sqrt(var + eps) + beta[ch];
+      }
+    }
+  return y;
+}
+
+// The smoothed target of class j for label l: (1 - e) [j == l] + e / C.
+static double target(int64_t j, int32_t label, int64_t c, double smoothing) {
+  return (1.0 - smoothing) * (j == label ? 1.0 : 0.0) + smoothing / static_cast<double>(c);
+}
+
+double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c,
+                             double smoothing) {
   Doubles p = softmax(logits, n, c);
   double loss = 0;
-  for (int64_t i = 0; i < n; ++i) loss -= std::log(p[i * c + labels[i]]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      loss -= target(j, labels[i], c, smoothing) * std::log(p[i * c + j]);
   return loss / n;
 }
 
 Doubles softmax_cross_entropy_backward(const Floats& probs, const Labels& labels, int64_t n,
-                                       int64_t c) {
+                                       int64_t c, double smoothing) {
   Doubles d(n * c);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < c; ++j) d[i * c + j] = (probs[i * c + j] - (j == labels[i])) / n;
+    for (int64_t j = 0; j < c; ++j)
+      d[i * c + j] = (probs[i * c + j] - target(j, labels[i], c, smoothing)) / n;
   return d;
 }
 

@@ -73,12 +73,19 @@ Doubles batchnorm_inference(const Floats& x, const Floats& gamma, const Floats& 
                             const Floats& mean, const Floats& var, int64_t n, int64_t c,
                             int64_t inner, double eps);
 
-// Softmax probabilities (N,C) and the mean cross-entropy.
+// Group normalization of x (n, c, inner) in `groups` groups: per sample and group, the biased
+// variance; y = gamma[c] (x - mean) / sqrt(var + eps) + beta[c].
+Doubles groupnorm(const Floats& x, const Floats& gamma, const Floats& beta, int64_t n, int64_t c,
+                  int64_t inner, int64_t groups, double eps);
+
+// Softmax probabilities (N,C) and the mean cross-entropy against the target
+// (1 - smoothing) onehot + smoothing / C, as -sum_j target_j log p_j.
 Doubles softmax(const Floats& logits, int64_t n, int64_t c);
-double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c);
-// (probs - onehot) / N.
+double softmax_cross_entropy(const Floats& logits, const Labels& labels, int64_t n, int64_t c,
+                             double smoothing = 0);
+// (probs - target) / N.
 Doubles softmax_cross_entropy_backward(const Floats& probs, const Labels& labels, int64_t n,
-                                       int64_t c);
+                                       int64_t c, double smoothing = 0);
 double mse(const Floats& pred, const Labels& labels, int64_t n, int64_t c);
 Doubles mse_backward(const Floats& pred, const Labels& labels, int64_t n, int64_t c);
 // Rows whose first maximum is at the label.

@@ -315,6 +315,40 @@ TEST(ExportOnnx, EveryActivationRunsInOnnxRuntimeAsPredictComputesIt) {
   expect_runtime_equals_predict(dir, "activations");
 }
 
+// Group normalization (as layer, group and instance normalization, on images and on a flat
+// input), stochastic depth on a residual branch, ceil-mode max and average pooling of odd sizes,
+// trained with label smoothing, in ONNX Runtime.
+const char kNormalizations[] = R"(name: normalizations
+input: {shape: [3, 9, 7]}
+layers:
+  - {conv2d: {filters: 8, kernel: 3, padding: 1}, name: c1}
+  - {groupnorm: {groups: 4}, name: g4}
+  - relu
+  - {conv2d: {filters: 8, kernel: 3, padding: 1}, name: c2}
+  - {groupnorm: {groups: 1, eps: 1.0e-3}, name: g1}
+  - {drop_path: {rate: 0.3}, name: dp}
+  - {add: {}, inputs: [dp, g4]}
+  - {maxpool: {kernel: 3, stride: 2, ceil_mode: true}, name: mp}
+  - {groupnorm: {groups: 8}, name: g8}
+  - {avgpool: {kernel: 2, stride: 2, padding: 1, ceil_mode: true}}
+  - flatten
+  - dense: {units: 6}
+  - {groupnorm: {groups: 2}, name: gflat}
+  - dense: {units: 3}
+loss: {softmax_cross_entropy: {label_smoothing: 0.1}}
+data: {format: synthetic, classes: 3, train_size: 32, test_size: 8, seed: 2}
+train: {epochs: 1, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4}
+)";
+
+TEST(ExportOnnx, GroupNormDropPathAndCeilModePoolingRunInOnnxRuntimeAsPredictComputesThem) {
+  SKIP_WITHOUT_ONNX_RUNTIME();
+  const std::string dir = test::fresh_dir("ckpt");
+  const std::string config = test::write_temp_file("normalizations.yaml", kNormalizations);
+  const test::CliResult r = run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+  expect_runtime_equals_predict(dir, "normalizations");
+}
+
 // The file's form, read back with the ONNX library: what a runtime needs to use it.
 TEST(ExportOnnx, WritesIrVersion8Opset13DynamicBatchAndMetadata) {
   const std::string dir = test::fresh_dir("ckpt");
