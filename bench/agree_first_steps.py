@@ -34,7 +34,7 @@ import tandem_torch  # noqa: E402
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
 
 
-def comparable(cfg, data_dir, batch, steps):
+def comparable(cfg, data_dir, batch, lr):
     """The config as both frameworks can run it draw for draw, and the changes made."""
     changes = []
     cfg = dict(cfg)
@@ -67,6 +67,9 @@ def comparable(cfg, data_dir, batch, steps):
     train = dict(cfg.get("train") or {})
     train.update({"epochs": 2, "batch_size": batch, "shuffle": False, "drop_last": True})
     train.pop("schedule", None)
+    if lr is not None:
+        train["optimizer"] = dict(train.get("optimizer") or {}, lr=lr)
+        changes.append(f"learning rate {lr:g}")
     cfg["train"] = train
     cfg.pop("precision", None)
     return cfg, changes
@@ -141,6 +144,7 @@ def main():
     ap.add_argument("--config", required=True)
     ap.add_argument("--steps", type=int, default=6, help="steps an epoch (and compared)")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=None, help="the optimizer's (default: the config's)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--trainer", default=os.path.join(os.path.dirname(__file__), "..", "build",
                                                       "trainer"))
@@ -155,7 +159,7 @@ def main():
         per_file = -(-args.steps * args.batch_size // 5)
         labels, pixels = write_cifar(data, per_file, seed=11)
         cfg, changes = comparable(yaml.safe_load(open(args.config)), data, args.batch_size,
-                                  args.steps)
+                                  args.lr)
         cfg["data"]["path"] = data
         path = os.path.join(tmp, "agree.yaml")
         with open(path, "w") as f:

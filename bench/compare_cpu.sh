@@ -15,7 +15,8 @@
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS,
 # ROUNDS, WARMUP (default 10), STEPS_LENET / STEPS_MLP / STEPS_CIFAR / STEPS_MODERN (defaults
-# 100 / 200 / 30 / 10; MODERN: resnet18_cifar and mobilenet_v2_cifar), ONLY (config names),
+# 100 / 200 / 30 / 10; MODERN: resnet18_cifar, mobilenet_v2_cifar, efficientnet_b0_cifar),
+# ONLY (config names),
 # PT_CORETYPE (OpenBLAS' kernel instead of the one chosen, or auto: OpenBLAS' own detection),
 # PT_ARGS (extra pytorch_bench.py flags, e.g. PT_ARGS=--channels-last; default none: NCHW).
 set -u
@@ -35,6 +36,7 @@ RUNS=(
   "cifar_resnet 128 ${STEPS_CIFAR:-30}"
   "resnet18_cifar 64 ${STEPS_MODERN:-10}"
   "mobilenet_v2_cifar 64 ${STEPS_MODERN:-10}"
+  "efficientnet_b0_cifar 64 ${STEPS_MODERN:-10}"
 )
 # ONLY="resnet18_cifar mobilenet_v2_cifar": those configs alone.
 if [[ -n ${ONLY:-} ]]; then

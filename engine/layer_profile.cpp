@@ -8,8 +8,20 @@ namespace tandem {
 // One row per layer of a profile at batch n: names, types, FLOPs; no times or ops yet.
 std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
   std::vector<LayerProfile> rows;
-  for (const auto& layer : graph.layers())
-    rows.push_back({layer->name(), layer->type(), layer->flops() * n, 0, 0, {}, {}});
+  const int64_t act = static_cast<int64_t>(dtype_size(activation_dtype(graph.precision())));
+  for (const auto& layer : graph.layers()) {
+    int64_t params = 0;
+    for (const Param& p : layer->params()) params += p.shape.numel();
+    const int64_t values = layer->input_shape().numel() + layer->output_shape().numel();
+    rows.push_back({layer->name(),
+                    layer->type(),
+                    layer->flops() * n,
+                    values * n * act + params * 4,
+                    0,
+                    0,
+                    {},
+                    {}});
+  }
   return rows;
 }
 

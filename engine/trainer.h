@@ -26,7 +26,11 @@ struct EvalStats {
 
 struct LayerProfile {
   std::string name, type;
-  int64_t flops = 0;                                   // forward, whole batch
+  int64_t flops = 0;  // forward, whole batch
+  // The forward's least memory traffic, whole batch: its input read and its output written once
+  // in the run's activation dtype, and its parameters read once (fp32): a memory-bound layer's
+  // (depthwise convolution, normalization, activation) rate is bytes over time.
+  int64_t bytes = 0;
   double forward_ms = 0, backward_ms = 0;              // medians over the timed steps
   std::vector<std::string> forward_ops, backward_ops;  // what ran them (--log-placement)
 };

@@ -57,24 +57,27 @@ void print_layer_profile(const std::vector<LayerProfile>& rows, const std::strin
   double fwd = 0, bwd = 0;
   auto gflops = [](double flops, double ms) {
     return ms > 0 && flops > 0 ? fmt::format("{:.1f}", flops / (ms * 1e6)) : std::string("-");
-  };
+  };  // GFLOP/s, and GB/s of bytes
   for (size_t i = 0; i < rows.size(); ++i) {
     const LayerProfile& l = rows[i];
     fwd += l.forward_ms, bwd += l.backward_ms;
     const double f = static_cast<double>(l.flops);
     table.push_back({std::to_string(i + 1), l.name, fmt::format("{:.3f}", l.forward_ms),
                      fmt::format("{:.3f}", l.backward_ms), si(f), gflops(f, l.forward_ms),
-                     gflops(2 * f, l.backward_ms)});
+                     gflops(2 * f, l.backward_ms),
+                     gflops(static_cast<double>(l.bytes), l.forward_ms)});
   }
   table.push_back(
-      {"", "total", fmt::format("{:.3f}", fwd), fmt::format("{:.3f}", bwd), "", "", ""});
+      {"", "total", fmt::format("{:.3f}", fwd), fmt::format("{:.3f}", bwd), "", "", "", ""});
   fmt::print(
       "\nPer layer on {}, batch {} (medians; synchronised around each layer, so the total "
       "exceeds a step's time):\n{}(backward FLOPs counted as 2x forward: input and weight "
-      "gradients)\n",
+      "gradients; fwd GB/s: the forward's input, output and weights moved once, over its time, "
+      "the rate of a memory-bound layer such as a depthwise convolution)\n",
       device, batch,
-      format_table({"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s"},
-                   table));
+      format_table(
+          {"#", "layer", "fwd ms", "bwd ms", "FLOPs", "fwd GFLOP/s", "bwd GFLOP/s", "fwd GB/s"},
+          table));
 }
 
 // The CPU threads a bench row runs on: those asked for, or the CPU backend's default of every
