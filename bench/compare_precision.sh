@@ -4,7 +4,8 @@
 #
 #   bench/compare_precision.sh           # from anywhere; run it under the machine's CPU lock
 #
-# For lenet (batch 64) and cifar_cnn (batch 128), ROUNDS times (default 3), it runs
+# For lenet (batch 64), cifar_cnn (batch 128) and the torchvision networks resnet18_cifar,
+# mobilenet_v2_cifar and efficientnet_b0_cifar (batch 64), ROUNDS times (default 3), it runs
 #   build/trainer bench --config C --device cpu --threads T --precision fp32,bf16 --json
 #   python3 bench/pytorch_bench.py ... --precision fp32
 #   python3 bench/pytorch_bench.py ... --precision bf16
@@ -13,7 +14,8 @@
 # tandem bf16 / PyTorch's best bf16 (with or without channels_last), tandem bf16 / tandem fp32.
 #
 # Environment: TRAINER (default build/trainer), PYTHON (default /usr/bin/python3), THREADS
-# (default 2), ROUNDS, WARMUP (default 5), STEPS_LENET / STEPS_CIFAR (defaults 60 / 20),
+# (default 2), ROUNDS, WARMUP (default 5), STEPS_LENET / STEPS_CIFAR / STEPS_MODERN (defaults
+# 60 / 20 / 8), ONLY (config names: those alone),
 # PT_CORETYPE (as in compare_cpu.sh; bench/pytorch_env.sh picks OpenBLAS' kernel for this CPU).
 set -u
 cd "$(dirname "$0")/.."
@@ -23,7 +25,16 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 THREADS=${THREADS:-2}
 ROUNDS=${ROUNDS:-3}
 WARMUP=${WARMUP:-5}
-RUNS=("lenet 64 ${STEPS_LENET:-60}" "cifar_cnn 128 ${STEPS_CIFAR:-20}")
+RUNS=("lenet 64 ${STEPS_LENET:-60}" "cifar_cnn 128 ${STEPS_CIFAR:-20}"
+      "resnet18_cifar 64 ${STEPS_MODERN:-8}" "mobilenet_v2_cifar 64 ${STEPS_MODERN:-8}"
+      "efficientnet_b0_cifar 64 ${STEPS_MODERN:-8}")
+if [[ -n ${ONLY:-} ]]; then
+  kept=()
+  for run in "${RUNS[@]}"; do
+    for name in $ONLY; do [[ ${run%% *} == "$name" ]] && kept+=("$run"); done
+  done
+  RUNS=("${kept[@]}")
+fi
 source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
 COLUMNS_=(tandem_fp32 tandem_bf16 torch_fp32 torch_bf16 torch_bf16_cl)
 
