@@ -11,7 +11,16 @@
 // that blocks them, the bias stays fp32 and the weight gradient is written in fp32. A bf16
 // channels-last activation is given to the primitive as it is (nhwc), so it reads and writes
 // the graph's tensors with no reorder; an fp32 one (the model's input) is converted by its bridge.
+//
+// One exception: the weight gradient of an fp32 depthwise convolution whose shape oneDNN 2.6's
+// depthwise kernels do not take (a 5x5 window, or an output smaller than the window) falls to its
+// im2col gemm, 10 to 30 times slower than the forward (EfficientNet's 5x5 layers); there a loop of
+// tandem's (depthwise_backward_filter) runs instead.
+#include <immintrin.h>
+
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cpu/cpu_backend_impl.h"
 
@@ -128,7 +137,57 @@ struct ConvBackwardFilterEntry : CpuCacheEntry {
   dnnl::convolution_backward_weights prim;
   memory::desc scratch_md;
   LayoutBridge diff_dst, src, diff_wei;
+  bool own_depthwise = false;  // depthwise_backward_filter runs instead of prim
 };
+
+// dw (C,1,R,S) of a depthwise convolution (groups = C = K), fp32 plain: per channel and tap, the
+// sum over the batch and the output positions of dy times the input under that tap. Each
+// sample's sums in fp32, the samples added in double, in order (deterministic).
+// Subnormals are flushed to zero meanwhile, as oneDNN's kernels do: gradients far from the loss
+// underflow, and a multiply of a subnormal costs a microcode assist.
+void depthwise_backward_filter(float* dw, const float* dy, const float* x, const Shape& xs,
+                               const Shape& ws, const Shape& ys, const Conv2dParams& p) {
+  const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = ys[2], Q = ys[3];
+  const int R = static_cast<int>(ws[2]), S = static_cast<int>(ws[3]);
+#pragma omp parallel
+  {
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);  // flush-to-zero and denormals-are-zero
+    std::vector<double> acc(static_cast<size_t>(R * S));
+    std::vector<float> plane(static_cast<size_t>(R * S));
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < C; ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xp = x + (n * C + c) * H * W;
+        const float* dp = dy + (n * C + c) * P * Q;
+        std::fill(plane.begin(), plane.end(), 0.f);
+        // Each output position adds dy times the input under each tap of its window.
+        for (int64_t op = 0; op < P; ++op) {
+          for (int64_t oq = 0; oq < Q; ++oq) {
+            const float d = dp[op * Q + oq];
+            const int64_t h0 = op * p.stride_h - p.pad_h, w0 = oq * p.stride_w - p.pad_w;
+            for (int r = 0; r < R; ++r) {
+              const int64_t h = h0 + static_cast<int64_t>(r) * p.dilation_h;
+              if (h < 0 || h >= H) continue;
+              const float* xr = xp + h * W;
+              float* pr = plane.data() + r * S;
+              for (int s = 0; s < S; ++s) {
+                const int64_t w = w0 + static_cast<int64_t>(s) * p.dilation_w;
+                pr[s] += w >= 0 && w < W ? d * xr[w] : 0.f;
+              }
+            }
+          }
+        }
+        for (int k = 0; k < R * S; ++k)
+          acc[static_cast<size_t>(k)] += plane[static_cast<size_t>(k)];
+      }
+      for (int k = 0; k < R * S; ++k)
+        dw[c * R * S + k] = static_cast<float>(acc[static_cast<size_t>(k)]);
+    }
+    _mm_setcsr(csr);
+  }
+}
 
 }  // namespace
 
@@ -244,13 +303,22 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
       e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
       e->src = LayoutBridge(*this, tensor_desc(x, g.src), pd.src_desc(), true);
       e->diff_wei = LayoutBridge(*this, plain_desc(g.wei), pd.diff_weights_desc(), false);
-      e->placement = "conv2d_backward_filter" + types + " " + g.desc + " -> " + impl_name(pd) +
-                     reorder_note({{"diff_dst", e->diff_dst.reorders()},
-                                   {"src", e->src.reorders()},
-                                   {"diff_weights", e->diff_wei.reorders()}});
+      const bool depthwise = p.groups == x.dim(1) && dw.dim(0) == x.dim(1) && dw.dim(1) == 1;
+      e->own_depthwise = depthwise && x.is_f32_plain() && dy.is_f32_plain() &&
+                         impl_name(pd).find("gemm") != std::string::npos;
+      e->placement =
+          "conv2d_backward_filter" + types + " " + g.desc + " -> " +
+          (e->own_depthwise
+               ? "tandem's depthwise loop (oneDNN offers " + impl_name(pd) + ")"
+               : impl_name(pd) + reorder_note({{"diff_dst", e->diff_dst.reorders()},
+                                               {"src", e->src.reorders()},
+                                               {"diff_weights", e->diff_wei.reorders()}}));
       return e;
     });
   });
+  if (e.own_depthwise)
+    return depthwise_backward_filter(dw.data(), dy.data(), x.data(), x.shape(), dw.shape(),
+                                     dy.shape(), p);
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.raw())},
                                        {DNNL_ARG_SRC, e.src.bind(x.raw())},
                                        {DNNL_ARG_DIFF_WEIGHTS, e.diff_wei.bind(dw.data())},

@@ -40,6 +40,11 @@ std::vector<ConvCase> conv_cases() {
       {"depthwise_3x3", {2, 8, 9, 9, 8, 3, 3}, params(1, 1, 1, 1, 1, 1, 8)},
       {"depthwise_odd_stride2", {3, 17, 10, 9, 17, 3, 3}, params(2, 2, 1, 1, 1, 1, 17)},
       {"depthwise_5x5_multiplier2_dilated", {2, 5, 11, 8, 10, 5, 5}, params(1, 1, 4, 4, 2, 2, 5)},
+      // Depthwise shapes oneDNN's depthwise kernels leave to gemm (the CPU's own weight-gradient
+      // loop): 5x5, strided; a 3x3 window over a 2x2 image; dilated 5x5 on a non-square image.
+      {"depthwise_5x5_stride2", {2, 20, 11, 9, 20, 5, 5}, params(2, 2, 2, 2, 1, 1, 20)},
+      {"depthwise_3x3_on_2x2", {3, 24, 2, 2, 24, 3, 3}, params(1, 1, 1, 1, 1, 1, 24)},
+      {"depthwise_5x5_dilated_stride21", {2, 7, 12, 10, 7, 5, 5}, params(2, 1, 4, 3, 2, 2, 7)},
   };
 }
 
