@@ -9,27 +9,6 @@
 #include "cpu/cpu_backend_impl.h"
 
 namespace tandem {
-namespace {
-
-// (N, G, C / G, inner) geometry of x for `groups` groups, checked against the per-channel and
-// per-(sample, group) tensors.
-struct GroupGeometry {
-  int64_t n, c, groups, per_group, inner;
-};
-
-GroupGeometry group_geometry(const Tensor& x, const Tensor& gamma, const Tensor& stat, int groups,
-                             const char* what) {
-  const std::string shapes = std::string(what) + ": " + x.shape().str() + " in " +
-                             std::to_string(groups) + " groups, gamma " + gamma.shape().str() +
-                             ", statistics " + stat.shape().str();
-  TANDEM_CHECK(x.shape().rank() >= 2 && groups > 0 && x.dim(1) % groups == 0 &&
-                   gamma.numel() == x.dim(1) && stat.numel() == x.dim(0) * groups,
-               shapes);
-  const int64_t n = x.dim(0), c = x.dim(1);
-  return {n, c, groups, c / groups, n * c == 0 ? 0 : x.numel() / (n * c)};
-}
-
-}  // namespace
 
 void CpuBackend::groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
                                    const Tensor& x, const Tensor& gamma, const Tensor& beta,

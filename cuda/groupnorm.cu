@@ -106,20 +106,6 @@ __global__ void groupnorm_param_grads_kernel(float* dgamma, float* dbeta, const 
   }
 }
 
-struct GroupGeometry {
-  int64_t n, c, per_group, inner;
-};
-
-GroupGeometry group_geometry(const Tensor& x, const Tensor& gamma, const Tensor& stat, int groups,
-                             const char* what) {
-  TANDEM_CHECK(x.shape().rank() >= 2 && groups > 0 && x.dim(1) % groups == 0 &&
-                   gamma.numel() == x.dim(1) && stat.numel() == x.dim(0) * groups,
-               std::string(what) + ": " + x.shape().str() + " in " + std::to_string(groups) +
-                   " groups, gamma " + gamma.shape().str() + ", statistics " + stat.shape().str());
-  const int64_t n = x.dim(0), c = x.dim(1);
-  return {n, c, c / groups, n * c == 0 ? 0 : x.numel() / (n * c)};
-}
-
 }  // namespace
 
 void CudaBackend::groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,

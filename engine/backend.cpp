@@ -38,6 +38,18 @@ MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tenso
   return {rows, rows ? a.numel() / rows : 1};
 }
 
+GroupGeometry group_geometry(const Tensor& x, const Tensor& gamma, const Tensor& stat, int groups,
+                             const char* what) {
+  const std::string shapes = std::string(what) + ": " + x.shape().str() + " in " +
+                             std::to_string(groups) + " groups, gamma " + gamma.shape().str() +
+                             ", statistics " + stat.shape().str();
+  TANDEM_CHECK(x.shape().rank() >= 2 && groups > 0 && x.dim(1) % groups == 0 &&
+                   gamma.numel() == x.dim(1) && stat.numel() == x.dim(0) * groups,
+               shapes);
+  const int64_t n = x.dim(0), c = x.dim(1);
+  return {n, c, groups, c / groups, n * c == 0 ? 0 : x.numel() / (n * c)};
+}
+
 int64_t batch_to_try(int64_t batch, size_t asked, size_t available) {
   if (batch <= 1) return 1;
   if (!available || asked <= available / 2) return batch / 2;

@@ -100,6 +100,14 @@ struct MultiplyGeometry {
 };
 MultiplyGeometry multiply_geometry(const Tensor& y, const Tensor& a, const Tensor& b);
 
+// groupnorm's geometry: x (N,C,...) as N samples of `groups` groups of C / groups channels of
+// `inner` values each. Checks x, gamma (C) and the statistics (N * groups), naming them.
+struct GroupGeometry {
+  int64_t n, c, groups, per_group, inner;
+};
+GroupGeometry group_geometry(const Tensor& x, const Tensor& gamma, const Tensor& stat, int groups,
+                             const char* what);
+
 // Output spatial size of a convolution (and of a pooling window in floor mode).
 inline int64_t conv_out_size(int64_t in, int kernel, int stride, int pad, int dilation = 1) {
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;

@@ -426,36 +426,24 @@ TEST_P(LayerGradient, PoolCeilMode) {
        }});
 }
 
-TEST_P(LayerGradient, SoftmaxCrossEntropyWithLabelSmoothing) {
-  auto loss = make_loss("softmax_cross_entropy", 0.2);
-  const int64_t n = 4, c = 6;
-  loss->allocate(be(), n, c);
-  Floats logits = random(n * c, 3, -2.f, 2.f);
-  std::vector<int32_t> labels{0, 5, 2, 2};
-  Tensor lt = upload(Shape{n, c}, logits), yt = upload_labels(labels), value = output(Shape{1});
-  Tensor grad = output(Shape{n, c});
-  Context ctx{be(), true, 0, 0};
-  loss->forward(ctx, lt, yt, value);
-  loss->backward(ctx, lt, yt, grad);
-  EXPECT_NEAR(download(value)[0], ref::softmax_cross_entropy(logits, labels, n, c, 0.2), 1e-5);
-  check_gradient("softmax_cross_entropy smoothed", download(grad), logits,
-                 [&] { return ref::softmax_cross_entropy(logits, labels, n, c, 0.2); });
-}
-
+// The plain one-hot target and label smoothing's.
 TEST_P(LayerGradient, SoftmaxCrossEntropyLoss) {
-  auto loss = make_loss("softmax_cross_entropy");
-  const int64_t n = 4, c = 6;
-  loss->allocate(be(), n, c);
-  Floats logits = random(n * c, 3, -2.f, 2.f);
-  std::vector<int32_t> labels{0, 5, 2, 2};
-  Tensor lt = upload(Shape{n, c}, logits), yt = upload_labels(labels), value = output(Shape{1});
-  Tensor grad = output(Shape{n, c});
-  Context ctx{be(), true, 0, 0};
-  loss->forward(ctx, lt, yt, value);
-  loss->backward(ctx, lt, yt, grad);
-  EXPECT_NEAR(download(value)[0], ref::softmax_cross_entropy(logits, labels, n, c), 1e-5);
-  check_gradient("softmax_cross_entropy", download(grad), logits,
-                 [&] { return ref::softmax_cross_entropy(logits, labels, n, c); });
+  for (double e : {0.0, 0.2}) {
+    SCOPED_TRACE("label smoothing " + std::to_string(e));
+    auto loss = make_loss("softmax_cross_entropy", e);
+    const int64_t n = 4, c = 6;
+    loss->allocate(be(), n, c);
+    Floats logits = random(n * c, 3, -2.f, 2.f);
+    std::vector<int32_t> labels{0, 5, 2, 2};
+    Tensor lt = upload(Shape{n, c}, logits), yt = upload_labels(labels), value = output(Shape{1});
+    Tensor grad = output(Shape{n, c});
+    Context ctx{be(), true, 0, 0};
+    loss->forward(ctx, lt, yt, value);
+    loss->backward(ctx, lt, yt, grad);
+    EXPECT_NEAR(download(value)[0], ref::softmax_cross_entropy(logits, labels, n, c, e), 1e-5);
+    check_gradient("softmax_cross_entropy", download(grad), logits,
+                   [&] { return ref::softmax_cross_entropy(logits, labels, n, c, e); });
+  }
 }
 
 TEST_P(LayerGradient, MseLoss) {
