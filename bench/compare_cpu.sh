@@ -38,15 +38,8 @@ RUNS=(
   "mobilenet_v2_cifar 64 ${STEPS_MODERN:-10}"
   "efficientnet_b0_cifar 64 ${STEPS_MODERN:-10}"
 )
-# ONLY="resnet18_cifar mobilenet_v2_cifar": those configs alone.
-if [[ -n ${ONLY:-} ]]; then
-  kept=()
-  for run in "${RUNS[@]}"; do
-    for name in $ONLY; do [[ ${run%% *} == "$name" ]] && kept+=("$run"); done
-  done
-  RUNS=("${kept[@]}")
-fi
 source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
+keep_only_runs               # ONLY="resnet18_cifar mobilenet_v2_cifar": those configs alone
 
 have_trainer=1
 if [[ ! -x $TRAINER ]]; then

@@ -28,14 +28,8 @@ WARMUP=${WARMUP:-5}
 RUNS=("lenet 64 ${STEPS_LENET:-60}" "cifar_cnn 128 ${STEPS_CIFAR:-20}"
       "resnet18_cifar 64 ${STEPS_MODERN:-8}" "mobilenet_v2_cifar 64 ${STEPS_MODERN:-8}"
       "efficientnet_b0_cifar 64 ${STEPS_MODERN:-8}")
-if [[ -n ${ONLY:-} ]]; then
-  kept=()
-  for run in "${RUNS[@]}"; do
-    for name in $ONLY; do [[ ${run%% *} == "$name" ]] && kept+=("$run"); done
-  done
-  RUNS=("${kept[@]}")
-fi
 source bench/pytorch_env.sh  # PT_ENV: OpenBLAS' kernel for this CPU; PT_ENV_NOTE says which
+keep_only_runs               # ONLY="resnet18_cifar mobilenet_v2_cifar": those configs alone
 COLUMNS_=(tandem_fp32 tandem_bf16 torch_fp32 torch_bf16 torch_bf16_cl)
 
 # images FILE PRECISION: train images/s of the JSON line of that precision in FILE, or "-".

@@ -12,6 +12,8 @@
 # PT_CORETYPE=NAME overrides the choice (PT_CORETYPE=auto: leave it to OpenBLAS); PT_CPUINFO
 # reads another CPU's /proc/cpuinfo (to check the choice for a CPU this machine is not).
 # LD_LIBRARY_PATH puts Debian's OpenMP build of OpenBLAS first, where both builds are installed.
+# keep_only_runs: with ONLY set (config names), the caller's RUNS ("config batch steps" entries)
+# keep those configs alone.
 
 pt_cpuinfo=${PT_CPUINFO:-/proc/cpuinfo}
 pt_cpu_flags=" $(grep -m1 '^flags' "$pt_cpuinfo" 2>/dev/null | cut -d: -f2) "
@@ -46,3 +48,12 @@ PT_CPU="${pt_cpu_model:-unknown CPU} ($pt_isa, $(nproc) cores)"
 PT_ENV_NOTE="CPU: $PT_CPU; PyTorch's OpenBLAS kernel: $PT_CORETYPE ($PT_CORETYPE_WHY)"
 unset pt_isa pt_cpuinfo pt_cpu_flags pt_cpu_vendor pt_cpu_model
 unset -f pt_has
+
+keep_only_runs() {
+  [[ -n ${ONLY:-} ]] || return 0
+  local kept=() run name
+  for run in "${RUNS[@]}"; do
+    for name in $ONLY; do [[ ${run%% *} == "$name" ]] && kept+=("$run"); done
+  done
+  RUNS=("${kept[@]}")
+}

@@ -160,16 +160,12 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
       const Shape& ys = y.shape();
       dnnl::memory::desc src_md = plain_desc({xs[0], xs[1], xs[2], xs[3]});
       dnnl::memory::desc dst_md = plain_desc({ys[0], ys[1], ys[2], ys[3]});
-      // Ceil mode's last window reaches past the end padding: more padding there, excluded from
-      // the divisor as all padding is.
-      auto end_pad = [](int64_t in, int64_t out, int kernel, int stride, int pad) {
-        return std::max<int64_t>(pad, (out - 1) * stride + kernel - in - pad);
-      };
+      // Ceil mode's last window reaches past the end padding: more padding there.
       dnnl::pooling_forward::desc d(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_avg_exclude_padding, src_md,
           dst_md, {p.stride_h, p.stride_w}, {p.kernel_h, p.kernel_w}, {p.pad_h, p.pad_w},
-          {end_pad(xs[2], ys[2], p.kernel_h, p.stride_h, p.pad_h),
-           end_pad(xs[3], ys[3], p.kernel_w, p.stride_w, p.pad_w)});
+          {pool_end_pad(xs[2], ys[2], p.kernel_h, p.stride_h, p.pad_h),
+           pool_end_pad(xs[3], ys[3], p.kernel_w, p.stride_w, p.pad_w)});
       dnnl::pooling_forward::primitive_desc pd(d, scratchpad_attr(), engine());
       e->prim = dnnl::pooling_forward(pd);
       e->scratch_md = pd.scratchpad_desc();

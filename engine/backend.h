@@ -9,6 +9,7 @@
 // rebuilt every step.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -121,6 +122,12 @@ inline int64_t pool_out_size(int64_t in, int kernel, int stride, int pad, bool c
   int64_t out = (in + 2 * pad - kernel + stride - 1) / stride + 1;
   if ((out - 1) * stride >= in + pad) --out;
   return out;
+}
+// The padding after the input along one axis that reaches the last of `out` windows: the layer's
+// own, or more in ceil mode (less than a window). For a kernel or format that pads each end
+// explicitly (oneDNN's pooling, ONNX's floor mode); padding stays out of an average's divisor.
+inline int64_t pool_end_pad(int64_t in, int64_t out, int kernel, int stride, int pad) {
+  return std::max<int64_t>(pad, (out - 1) * stride + kernel - in - pad);
 }
 // pool2d's output shape (N,C,P,Q) for an input x (N,C,H,W).
 inline Shape pool_out_shape(const Shape& x, const Pool2dParams& p) {

@@ -18,7 +18,6 @@ class DropPath : public Layer {
   void forward(Context& ctx, const Tensor& x, Tensor& y) override;
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
-  float rate() const { return rate_; }
   // The RNG stream of a step's sample masks: dropout's rule (distinct per step and layer, the
   // same on every backend); element n of it decides sample n.
   uint64_t mask_stream(uint64_t step) const {

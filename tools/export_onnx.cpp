@@ -9,7 +9,6 @@
 #include <onnx/shape_inference/implementation.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -184,14 +183,32 @@ void set_window(onnx::NodeProto* n, const Layer& layer, const Pool2dParams& p) {
     set_int(n, "ceil_mode", p.ceil_mode ? 1 : 0);
     return;
   }
-  auto end_pad = [](int64_t size, int64_t o, int k, int s, int pad) {
-    return std::max<int64_t>(pad, (o - 1) * s + k - size - pad);
-  };
   set_ints(n, "pads",
-           {p.pad_h, p.pad_w, end_pad(in[1], out[1], p.kernel_h, p.stride_h, p.pad_h),
-            end_pad(in[2], out[2], p.kernel_w, p.stride_w, p.pad_w)});
+           {p.pad_h, p.pad_w, pool_end_pad(in[1], out[1], p.kernel_h, p.stride_h, p.pad_h),
+            pool_end_pad(in[2], out[2], p.kernel_w, p.stride_w, p.pad_w)});
   set_int(n, "ceil_mode", 0);
 }
+
+// The inner nodes of a layer written as a composition of operators: NAME.1, NAME.2, ..., each
+// writing a value of its own name; a call adds one and returns its output (and the node, when
+// asked, for its attributes).
+class InnerNodes {
+ public:
+  InnerNodes(GraphBuilder& b, const std::string& name) : b_(b), name_(name) {}
+  std::string operator()(const std::string& op, const std::vector<std::string>& in,
+                         onnx::NodeProto** node = nullptr) {
+    const std::string node_name = fmt::format("{}.{}", name_, ++count_);
+    const std::string out = b_.unique(node_name);
+    onnx::NodeProto* n = b_.node(op, node_name, in, out);
+    if (node) *node = n;
+    return out;
+  }
+
+ private:
+  GraphBuilder& b_;
+  const std::string& name_;
+  int count_ = 0;
+};
 
 // An activation as the ONNX operators that compute it (opset 13): its own where ONNX has one,
 // else their composition, whose inner nodes are NAME.1, NAME.2, ... and whose last node, NAME,
@@ -199,19 +216,10 @@ void set_window(onnx::NodeProto* n, const Layer& layer, const Pool2dParams& p) {
 void add_activation(GraphBuilder& b, const ActivationLayer& act, const std::string& x,
                     const std::string& output) {
   const std::string& name = act.name();
-  int inner = 0;
   auto scalar = [&](const char* what, float v) {
     return b.constant(fmt::format("{}.{}", name, what), {}, {v});
   };
-  // An inner node; returns its output.
-  auto mid = [&](const std::string& op, const std::vector<std::string>& in,
-                 onnx::NodeProto** node = nullptr) {
-    const std::string node_name = fmt::format("{}.{}", name, ++inner);
-    const std::string out = b.unique(node_name);
-    onnx::NodeProto* n = b.node(op, node_name, in, out);
-    if (node) *node = n;
-    return out;
-  };
+  InnerNodes mid(b, name);
   auto last = [&](const std::string& op, const std::vector<std::string>& in) {
     return b.node(op, name, in, output);
   };
@@ -280,15 +288,7 @@ void add_activation(GraphBuilder& b, const ActivationLayer& act, const std::stri
 void add_groupnorm(GraphBuilder& b, const GroupNorm& gn, const std::vector<std::string>& in,
                    const std::string& output) {
   const std::string& name = gn.name();
-  int inner = 0;
-  auto mid = [&](const std::string& op, const std::vector<std::string>& ins,
-                 onnx::NodeProto** node = nullptr) {
-    const std::string node_name = fmt::format("{}.{}", name, ++inner);
-    const std::string out = b.unique(node_name);
-    onnx::NodeProto* n = b.node(op, node_name, ins, out);
-    if (node) *node = n;
-    return out;
-  };
+  InnerNodes mid(b, name);
   auto mean_of_rows = [&](const std::string& v) {
     onnx::NodeProto* n = nullptr;
     const std::string out = mid("ReduceMean", {v}, &n);
