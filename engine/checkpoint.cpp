@@ -494,6 +494,12 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
   return meta_of(read_header(*open_checkpoint(path), path), path);
 }
 
+std::vector<std::string> checkpoint_tensor_names(const std::string& path) {
+  std::vector<std::string> names;
+  for (const Entry& e : read_header(*open_checkpoint(path), path).entries) names.push_back(e.name);
+  return names;
+}
+
 CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
   // One open file for the header and the data: a checkpoint renamed over this one meanwhile (by
   // another run writing the same folder) cannot mix its tensors with this header.

@@ -69,6 +69,9 @@ void write_checkpoint(const std::string& path, const NamedTensors& tensors,
 // Reads and checks a checkpoint's header only (no tensors): throws CheckpointError.
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
+// The names of the tensors it holds, in file order (checks the header as read_checkpoint_meta).
+std::vector<std::string> checkpoint_tensor_names(const std::string& path);
+
 // Checks everything first (file size, header, names, shapes, dtypes, engine major version), then
 // uploads each tensor into its match; throws CheckpointError naming what differs, and then
 // leaves every tensor as it was.

@@ -52,6 +52,9 @@ struct RunRequest {
   std::string onnx_path;
   int opset = 13;
   bool softmax = false, fold_normalization = false, force = false;
+  // import (ONNX): the model file is inputs[0]; out_dir the folder written
+  std::string input_shape;  // "3,224,224": the sample shape an open ONNX input is given
+  std::string normalize;    // "imagenet" or "MEAN,...:STD,..."
 };
 
 // A device name split: "cpu:2" -> {"cpu", 2}; "gpu" -> {"gpu", -1}.
@@ -77,5 +80,6 @@ int run_export_images(const RunRequest& request);  // tools/export_images.cpp
 int run_eval(const RunRequest& request);           // tools/eval.cpp
 int run_predict(const RunRequest& request);        // tools/predict.cpp
 int run_export(const RunRequest& request);         // tools/export_onnx.cpp
+int run_import(const RunRequest& request);         // tools/import_onnx.cpp
 
 }  // namespace tandem

@@ -17,7 +17,8 @@ namespace tandem {
 CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& command,
                                       int64_t max_batch) {
   if (r.checkpoint.empty())
-    throw UsageError(command + " needs a checkpoint", "pass --checkpoint FILE (or a folder: its newest)");
+    throw UsageError(command + " needs a checkpoint",
+                     "pass --checkpoint FILE (or a folder: its newest)");
   if (r.devices.size() > 1)
     throw UsageError(
         command + " runs on one device, and --device gives " + std::to_string(r.devices.size()),
@@ -50,7 +51,8 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
   if (m.config.data.normalize_auto) {
     // Computed over the train split at training time: predict has no train data to redo it.
     if (m.meta.normalize_mean.empty())
-      throw CheckpointError("checkpoint '" + m.path + "' records no data.normalize values, but the "
+      throw CheckpointError("checkpoint '" + m.path +
+                                "' records no data.normalize values, but the "
                                 "config asks for normalize: auto",
                             "give data.normalize: {mean: [...], std: [...]} in a --config");
     const int64_t channels = m.config.input.rank() == 3 ? m.config.input[0] : 1;
@@ -76,10 +78,20 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));
   m.graph->allocate(*m.backend, max_batch > 0 ? max_batch : m.config.train.batch_size,
                     m.config.train.seed);
-  // The file holds the optimizer state too: load it into a throwaway optimizer, so that the
-  // check of every tensor's name and shape stays the one the trainer's resume uses.
+  // A run's checkpoint holds the optimizer state too: load it into a throwaway optimizer, so
+  // that the check of every tensor's name and shape stays the one the trainer's resume uses.
+  // trainer import's holds the model's tensors only.
   Optimizer optimizer(m.config.train.optimizer, m.graph->params(), *m.backend);
-  restore_checkpoint(m.path, *m.graph, optimizer);
+  const std::vector<std::string> names = checkpoint_tensor_names(m.path);
+  if (std::any_of(names.begin(), names.end(),
+                  [](const std::string& n) { return n.starts_with("optimizer."); })) {
+    restore_checkpoint(m.path, *m.graph, optimizer);
+  } else {
+    NamedTensors model;
+    for (Param* p : m.graph->params()) model.emplace_back(p->name, p->value);
+    for (auto& b : m.graph->buffers()) model.push_back(std::move(b));
+    read_checkpoint(m.path, model);
+  }
   return m;
 }
 

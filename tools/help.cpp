@@ -117,8 +117,8 @@ struct Flag {
   }
 };
 
-const std::vector<std::string> kEvery = {"train",   "bench",         "devices", "eval",
-                                         "predict", "export-images", "export",  "summary"};
+const std::vector<std::string> kEvery = {"train",         "bench",  "devices", "eval",   "predict",
+                                         "export-images", "export", "import",  "summary"};
 
 const std::vector<Flag> kFlags = {
     {"--checkpoint FILE|DIR",
@@ -183,6 +183,27 @@ const std::vector<Flag> kFlags = {
      {"export"},
      on(&RunRequest::fold_normalization)},
     {"--force", "overwrite FILE when it exists", "", {"export"}, on(&RunRequest::force)},
+    {"--out DIR",
+     "the folder to write NAME.yaml and NAME.safetensors in (NAME: the\nONNX file's name)",
+     "",
+     {"import"},
+     text(&RunRequest::out_dir)},
+    {"--input-shape C,H,W",
+     "the input's size where the ONNX file leaves it open, e.g. 3,224,224",
+     "",
+     {"import"},
+     text(&RunRequest::input_shape)},
+    {"--normalize N",
+     "the normalization the model was trained with: imagenet, or\nMEAN,...:STD,... on pixels "
+     "in [0,1] (default: none)",
+     "",
+     {"import"},
+     text(&RunRequest::normalize)},
+    {"--force",
+     "overwrite NAME.yaml and NAME.safetensors when they exist",
+     "",
+     {"import"},
+     on(&RunRequest::force)},
     {"--epochs N", "epochs to train", "flags", {"train"}, whole(&RunRequest::epochs)},
     {"--batch-size N",
      "samples per step",
@@ -290,6 +311,12 @@ const std::vector<Flag> kFlags = {
      {"bench"},
      on(&RunRequest::json)},
     {"--json", "the summary as one JSON object", "", {"summary"}, on(&RunRequest::json)},
+    {"--json",
+     "one JSON object per image: the file, the top classes, every class's\nprobability and "
+     "logit (%.9g)",
+     "",
+     {"predict"},
+     on(&RunRequest::json)},
     {"--steps N",
      "steps measured, of which the median counts (default: 20)",
      "",
@@ -330,6 +357,14 @@ const std::string kExitStatus =
 6 loss became NaN/Inf; 7 checkpoint unreadable or mismatched;
 8 a device of a list could not run (the others did; see its row); 70 internal error;
 130 stopped by SIGINT, 143 by SIGTERM (after writing the checkpoint).
+)";
+
+const std::string kOnnxImport =
+    R"(import reads what torch.onnx.export writes for classification CNNs (opsets 13 to 17): Conv,
+  Gemm, MatMul with Add, BatchNormalization, Relu, Clip, Sigmoid, HardSigmoid, HardSwish,
+  LeakyRelu, Tanh, Elu, Softplus, GELU (Erf form), SiLU (Sigmoid and Mul), Mul, Add, Concat,
+  MaxPool, AveragePool, GlobalAveragePool, Flatten, Reshape to (batch, -1), Dropout, Identity
+  and a final Softmax (left out). Any other operator: the import names each, and writes nothing.
 )";
 
 const std::string kOnnxExport =
@@ -381,9 +416,9 @@ device and batch size, with the speedup against the first device.
      {},
      "trainer eval --checkpoint runs/lenet --device gpu"},
     {"predict",
-     "  trainer predict --checkpoint FILE|DIR [--top-k K] IMAGE|FOLDER...   top classes with "
-     "probabilities\n                                  (a folder: each image file directly in "
-     "it)\n",
+     "  trainer predict --checkpoint FILE|DIR [--top-k K] [--json] IMAGE|FOLDER...\n"
+     "                                 top classes with probabilities (a folder: each image\n"
+     "                                 file directly in it)\n",
      "",
      {},
      "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
@@ -393,6 +428,12 @@ device and batch size, with the speedup against the first device.
      "",
      {&kOnnxExport},
      "trainer export --checkpoint runs/lenet --onnx lenet.onnx --fold-normalization"},
+    {"import",
+     "  trainer import MODEL.onnx --out DIR [--input-shape C,H,W] [--normalize N]\n"
+     "                                                       an ONNX model as config + weights\n",
+     "",
+     {&kOnnxImport},
+     "trainer import resnet18.onnx --out models --normalize imagenet"},
     {"summary",
      "  trainer summary --config FILE [--batch-size N] [--json]   the model table\n",
      "",

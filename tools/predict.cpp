@@ -12,6 +12,7 @@
 #include "datasets/image_folder.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
+#include "engine/json_text.h"
 #include "tools/checkpoint_model.h"
 
 namespace tandem {
@@ -113,6 +114,7 @@ int run_predict(const RunRequest& r) {
   const int64_t k = std::min<int64_t>(r.top_k, classes);
   std::vector<std::string> results(static_cast<size_t>(n));
   std::vector<int64_t> best(static_cast<size_t>(n));
+  std::vector<std::string> json(r.json ? static_cast<size_t>(n) : 0);  // --json: a line each
   const int64_t batch = std::min<int64_t>(n, config.train.batch_size);
   const Shape shape = graph.input_shape();
   const int64_t numel = shape.numel();
@@ -138,9 +140,28 @@ int run_predict(const RunRequest& r) {
         line +=
             fmt::format("{} {} {:.2f}%", j ? "," : "", names[order[j]], 100 * p[order[j]] / sum);
       best[static_cast<size_t>(begin + i)] = order[0];
+      if (r.json) {
+        // Full float precision (%.9g), so that scripts compare with other frameworks exactly.
+        std::string top_k, probs, raw;
+        for (int64_t j = 0; j < k; ++j)
+          top_k +=
+              fmt::format("{}{{\"class\":{},\"index\":{},\"probability\":{:.9g}}}", j ? "," : "",
+                          json_string(names[order[j]]), order[j], p[order[j]] / sum);
+        for (int64_t c = 0; c < classes; ++c) {
+          probs += fmt::format("{}{:.9g}", c ? "," : "", p[c] / sum);
+          raw += fmt::format("{}{:.9g}", c ? "," : "", z[c]);
+        }
+        json[static_cast<size_t>(begin + i)] =
+            fmt::format("{{\"file\":{},\"top\":[{}],\"probabilities\":[{}],\"logits\":[{}]}}",
+                        json_string(files[begin + i]), top_k, probs, raw);
+      }
     }
   }
 
+  if (r.json) {
+    for (const std::string& line : json) fmt::print("{}\n", line);
+    return 0;
+  }
   // An image file on a line of its own; a folder on a line with its count and how often each
   // class came first, then its images by name, indented.
   size_t i = 0;

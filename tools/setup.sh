@@ -11,6 +11,8 @@ packages=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libspdlog-dev libfmt-
           libonnx-dev libprotobuf-dev libonnx-testdata)
 # --tensorboard: protobuf and ISA-L's CRC32C; its test reads the files back with Python's own.
 packages+=(protobuf-compiler libisal-dev python3-protobuf python3-crc32c)
+# trainer import's tests: torchvision's networks exported by PyTorch itself (CPU build).
+packages+=(python3-torch python3-torchvision)
 # tools/check_format.sh (CI): the sources a change touches stay as clang-format writes them.
 packages+=(clang-format)
 missing=()

@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
     } else if (a == "--version") {
       fmt::print("tandem {}\n", TANDEM_VERSION);
       return 0;
-    } else if (command == "predict" && !a.empty() && a[0] != '-') {
+    } else if ((command == "predict" || command == "import") && !a.empty() && a[0] != '-') {
       r.inputs.push_back(a);
       continue;
     }
@@ -172,6 +172,7 @@ int run(int argc, char** argv) {
   if (command == "eval") return tandem::run_eval(r);
   if (command == "predict") return tandem::run_predict(r);
   if (command == "export") return tandem::run_export(r);
+  if (command == "import") return tandem::run_import(r);
   return tandem::run_train(r);
 }
 
