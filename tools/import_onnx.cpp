@@ -516,7 +516,7 @@ class Importer {
                 (dims[k].has_dim_value() && dims[k].dim_value() > 0
                      ? std::to_string(dims[k].dim_value())
                      : (dims[k].dim_param().empty() ? std::string("?") : dims[k].dim_param()));
-      throw UsageError(
+      throw ConfigError(
           fmt::format("'{}': the input's size is left open ({}), and tandem builds a model for "
                       "one size",
                       path_, text),
