@@ -143,6 +143,20 @@ def check_predict(args, model, work, opset, keep_batchnorm, files, x):
           f"difference {err:.2e} of the largest logit")
     if not err <= 1e-4:
         fail(f"{tag}: logits differ from PyTorch's by {err:.2e} of the largest (limit 1e-4)")
+    # The GPU backend, where this machine has one that runs (exit status 5: none; said why).
+    r = run([args.trainer, "predict", "--checkpoint", checkpoint, "--json", "--device", "gpu",
+             *files])
+    if r.returncode == 5:
+        print(f"{args.model} ({tag}), GPU: skipped ({r.stderr.strip().splitlines()[0]})")
+    elif r.returncode != 0:
+        fail(f"{tag}: trainer predict --device gpu exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    else:
+        gpu = torch.tensor([json.loads(line)["logits"] for line in r.stdout.splitlines()],
+                           dtype=torch.float64)
+        gerr = ((gpu - theirs).abs().max() / theirs.abs().max()).item()
+        print(f"{args.model} ({tag}), GPU: largest difference {gerr:.2e} of the largest logit")
+        if not gerr <= 1e-4:
+            fail(f"{tag}: GPU logits differ from PyTorch's by {gerr:.2e} (limit 1e-4)")
     return out
 
 
