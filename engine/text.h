@@ -15,4 +15,8 @@ std::vector<std::string> split(const std::string& text, char separator);
 // largest unit: a huge size stays in GiB, "3072.0 GiB").
 std::string format_bytes(uint64_t bytes);
 
+// The width to fit what is printed to stdout: its terminal's columns (else $COLUMNS), or 80 when
+// it is not a terminal (a file, a pipe, a test).
+size_t output_width();
+
 }  // namespace tandem

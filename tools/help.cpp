@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "engine/config.h"  // closest_name, did_you_mean
@@ -376,7 +377,8 @@ const std::string kOnnxExport =
 
 struct Command {
   std::string name;
-  std::string usage;                      // its lines under "usage:" in trainer --help
+  std::string synopsis;                   // its command line under "usage:" ("trainer devices")
+  std::string what;                       // what it does, beside or under the synopsis
   std::string about;                      // its paragraph of trainer --help, or ""
   std::vector<const std::string*> notes;  // paragraphs its own help adds after its flags
   std::string example;
@@ -384,75 +386,111 @@ struct Command {
 
 const std::vector<Command> kCommands = {
     {"train",
-     "  trainer --config FILE [--device LIST] [flags]        train and evaluate\n",
+     "trainer --config FILE [--device LIST] [flags]",
+     "train and evaluate",
      "",
      {&kDevices, &kDataParallel, &kSignals},
      "trainer --config configs/lenet.yaml --device cpu,gpu --epochs 2"},
     {"bench",
-     "  trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]\n",
+     "trainer bench --config FILE [--device LIST] [--batch-sizes LIST] [bench flags]",
+     "throughput of training and inference",
      R"(bench: throughput of training steps (forward, backward, update) and of inference on random
 data, median of --steps steps (20) after --warmup steps (5) that are not counted, for each
 device and batch size, with the speedup against the first device.
 )",
      {&kDevices},
-     "trainer bench --config configs/cifar_cnn.yaml --device cpu,gpu --batch-sizes 16,64,256"},
-    {"devices",
-     "  trainer devices                                      what this machine has\n",
-     "",
-     {},
-     "trainer devices"},
+     "trainer bench --config configs/mlp.yaml --device all --batch-sizes 16,64,256"},
+    {"devices", "trainer devices", "what this machine has", "", {}, "trainer devices"},
     {"export-images",
-     "  trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]\n"
-     "                                                       write the data set as PNG image "
-     "folders\n",
+     "trainer export-images --config FILE --out DIR [--limit-per-class N[,TEST_N]]",
+     "write the data set as PNG image folders",
      "",
      {},
-     "trainer export-images --config configs/lenet.yaml --out my-images --limit-per-class 30,10"},
+     "trainer export-images --config configs/mlp.yaml --out img --limit-per-class 30"},
     {"eval",
-     "  trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]\n"
-     "                                                       test loss, accuracy, per class, "
-     "confusion matrix\n",
+     "trainer eval --checkpoint FILE|DIR [--config FILE] [--data DIR] [--device D]",
+     "test loss, accuracy, per class, confusion matrix",
      "",
      {},
      "trainer eval --checkpoint runs/lenet --device gpu"},
     {"predict",
-     "  trainer predict --checkpoint FILE|DIR [--top-k K] [--json] IMAGE|FOLDER...\n"
-     "                                 top classes with probabilities (a folder: each image\n"
-     "                                 file directly in it)\n",
+     "trainer predict --checkpoint FILE|DIR [--top-k K] [--json] IMAGE|FOLDER...",
+     "top classes with probabilities (a folder: each image file directly in it)",
      "",
      {},
      "trainer predict --checkpoint runs/lenet --top-k 3 digit.png"},
     {"export",
-     "  trainer export --checkpoint FILE|DIR --onnx FILE [--opset N] [--softmax]\n"
-     "                 [--fold-normalization] [--force]      write the model as ONNX\n",
+     "trainer export --checkpoint FILE|DIR --onnx FILE [--opset N] [--softmax] "
+     "[--fold-normalization] [--force]",
+     "write the model as ONNX",
      "",
      {&kOnnxExport},
      "trainer export --checkpoint runs/lenet --onnx lenet.onnx --fold-normalization"},
     {"import",
-     "  trainer import MODEL.onnx --out DIR [--input-shape C,H,W] [--normalize N]\n"
-     "                                                       an ONNX model as config + weights\n",
+     "trainer import MODEL.onnx --out DIR [--input-shape C,H,W] [--normalize N]",
+     "an ONNX model as a config and its weights",
      "",
      {&kOnnxImport},
      "trainer import resnet18.onnx --out models --normalize imagenet"},
     {"summary",
-     "  trainer summary --config FILE [--batch-size N] [--json]   the model table\n",
+     "trainer summary --config FILE [--batch-size N] [--json]",
+     "the model table",
      "",
      {},
      "trainer summary --config configs/resnet50.yaml --batch-size 32"},
 };
 
-// One flag a line, its text from column `width` + 2 on (two spaces after a longer name), the
-// text's further lines from column 21.
-std::string flag_rows(const std::vector<const Flag*>& flags, size_t width = 19) {
+// `words` filled into lines of at most `width` columns, the first starting at `first` (after
+// what the caller printed), the others with `indent` spaces; breaks only between words.
+std::string fill(const std::string& words, size_t first, size_t indent, size_t width) {
+  std::string out, word;
+  size_t col = first;
+  bool line_empty = true;
+  std::istringstream in(words);
+  while (in >> word) {
+    if (!line_empty && col + 1 + word.size() > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+      line_empty = true;
+    }
+    if (!line_empty) out += ' ', ++col;
+    out += word;
+    col += word.size();
+    line_empty = false;
+  }
+  return out + "\n";
+}
+
+// A paragraph of notes refilled to the width: its first line from column 0 on, the rest indented
+// as its second line is in the source.
+std::string refill(const std::string& note, size_t width) {
+  const size_t second = note.find('\n');
+  size_t indent = 0;
+  if (second != std::string::npos && second + 1 < note.size())
+    indent = note.find_first_not_of(' ', second + 1) - (second + 1);
+  return fill(note, 0, indent, width);
+}
+
+// A command's usage line: its synopsis, and what it does from column 55 on where both fit the
+// width, else under it.
+std::string usage_of(const Command& c, size_t width) {
+  const size_t column = 55;
+  if (2 + c.synopsis.size() + 2 <= column && column + c.what.size() <= width)
+    return "  " + c.synopsis + std::string(column - 2 - c.synopsis.size(), ' ') + c.what + "\n";
+  const size_t first_flag = c.synopsis.find(" -");
+  const size_t indent = std::min<size_t>(first_flag == std::string::npos ? 4 : first_flag + 3, 24);
+  return "  " + fill(c.synopsis, 2, indent, width) + "      " + fill(c.what, 6, 6, width);
+}
+
+// One flag a line, its text from column `column` + 2 on (two spaces after a longer name), filled
+// to the width with its further lines from column 21.
+std::string flag_rows(const std::vector<const Flag*>& flags, size_t width, size_t column = 19) {
   std::string out;
   for (const Flag* f : flags) {
-    out +=
-        "  " + f->name + std::string(f->name.size() + 2 > width ? 2 : width - f->name.size(), ' ');
-    for (char ch : f->text) {
-      out += ch;
-      if (ch == '\n') out.append(21, ' ');
-    }
-    out += "\n";
+    const std::string head =
+        "  " + f->name +
+        std::string(f->name.size() + 2 > column ? 2 : column - f->name.size(), ' ');
+    out += head + fill(f->text, head.size(), 21, width);
   }
   return out;
 }
@@ -466,15 +504,17 @@ std::vector<const Flag*> flags_of_list(const std::string& list) {
 
 }  // namespace
 
-std::string general_help() {
+std::string general_help(size_t width) {
   std::string s =
       "tandem trainer: train a YAML-described CNN on the CPU or an NVIDIA GPU.\n\nusage:\n";
-  for (const Command& c : kCommands) s += c.usage;
-  s += "  trainer help [COMMAND] | --help | --version\n\n" + kDevices +
-       "\nflags (override the config):\n" + flag_rows(flags_of_list("flags")) + "\n";
+  for (const Command& c : kCommands) s += usage_of(c, width);
+  s += "  trainer help [COMMAND] | --help | --version\n\n" + refill(kDevices, width) +
+       "\nflags (override the config):\n" + flag_rows(flags_of_list("flags"), width) + "\n";
   for (const Command& c : kCommands)
-    if (c.name == "bench") s += c.about + flag_rows(flags_of_list("bench"), 20) + "\n";
-  return s + kDataParallel + "\n" + kSignals + "\n" + kExitStatus;
+    if (c.name == "bench")
+      s += refill(c.about, width) + flag_rows(flags_of_list("bench"), width, 20) + "\n";
+  return s + refill(kDataParallel, width) + "\n" + refill(kSignals, width) + "\n" +
+         refill(kExitStatus, width);
 }
 
 std::vector<std::string> command_names() {
@@ -483,18 +523,19 @@ std::vector<std::string> command_names() {
   return out;
 }
 
-std::string command_help(const std::string& command) {
+std::string command_help(const std::string& command, size_t width) {
   const auto c = std::find_if(kCommands.begin(), kCommands.end(),
                               [&](const Command& k) { return k.name == command; });
-  if (c == kCommands.end()) return general_help();
-  std::string s = "usage:\n" + c->usage;
-  if (!c->about.empty()) s += "\n" + c->about;
+  if (c == kCommands.end()) return general_help(width);
+  std::string s = "usage:\n" + usage_of(*c, width);
+  if (!c->about.empty()) s += "\n" + refill(c->about, width);
   std::vector<const Flag*> flags;
   for (const Flag& f : kFlags)
     if (f.of(command)) flags.push_back(&f);
   // Aligned as in the general help, where bench's own flags (--batch-sizes LIST) take 20.
-  s += "\nflags:\n" + flag_rows(flags, command == "bench" ? 20 : 19);
-  for (const std::string* note : c->notes) s += "\n" + *note;
+  s += "\nflags:\n" + flag_rows(flags, width, command == "bench" ? 20 : 19);
+  for (const std::string* note : c->notes) s += "\n" + refill(*note, width);
+  // The example on one line, as it is copied (each fits 80 columns).
   return s + "\nexample:\n  " + c->example + "\n";
 }
 

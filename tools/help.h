@@ -3,6 +3,7 @@
 // by too (flag_use).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -12,14 +13,15 @@
 
 namespace tandem {
 
-std::string general_help();
+// trainer --help, filled to `width` columns (breaking between words only).
+std::string general_help(size_t width = 80);
 
 // The commands, in the order of trainer --help: train, bench, devices, ...
 std::vector<std::string> command_names();
 
 // The usage, flags, notes and an example of one command: train, bench, devices, export-images,
-// eval or predict.
-std::string command_help(const std::string& command);
+// eval or predict; filled to `width` columns as general_help.
+std::string command_help(const std::string& command, size_t width = 80);
 
 // The commands whose help lists `flag` ("--epochs"), in the order of trainer --help; empty: no
 // command has it. --help and --version, every command's, are not in the table.

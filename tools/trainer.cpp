@@ -100,8 +100,11 @@ int run(int argc, char** argv) {
           "trainer help takes one command name, got '" +
               fmt::format("{}", fmt::join(args.begin() + 1, args.end(), " ")) + "'",
           fmt::format("give one of {}, or nothing for the whole help", fmt::join(commands, ", ")));
-    std::fputs((args.size() == 2 ? tandem::command_help(args[1]) : tandem::general_help()).c_str(),
-               stdout);
+    const size_t width = tandem::output_width();
+    std::fputs(
+        (args.size() == 2 ? tandem::command_help(args[1], width) : tandem::general_help(width))
+            .c_str(),
+        stdout);
     return 0;
   } else if (!args.empty() && !args[0].starts_with("-")) {  // a misspelt command: "bnech"
     std::vector<std::string> words = commands;
@@ -138,7 +141,11 @@ int run(int argc, char** argv) {
       return v;
     };
     if (a == "--help" || a == "-h") {
-      std::fputs((named ? tandem::command_help(command) : tandem::general_help()).c_str(), stdout);
+      // Filled to the terminal's width (80 columns in a file or a pipe), broken between words.
+      const size_t width = tandem::output_width();
+      std::fputs(
+          (named ? tandem::command_help(command, width) : tandem::general_help(width)).c_str(),
+          stdout);
       return 0;
     } else if (a == "--version") {
       fmt::print("tandem {}\n", TANDEM_VERSION);

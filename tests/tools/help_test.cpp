@@ -20,8 +20,8 @@ using Result = tandem::test::CliResult;
 
 Result trainer(const std::string& args) { return tandem::test::run_trainer(args); }
 
-const std::vector<std::string> kCommands = {"train",   "bench",         "devices", "eval",
-                                            "predict", "export-images", "export"};
+const std::vector<std::string> kCommands = {
+    "train", "bench", "devices", "eval", "predict", "export-images", "export", "import", "summary"};
 
 // The lines of `text` from the one after `header` up to the next empty line.
 std::vector<std::string> section(const std::string& text, const std::string& header) {
@@ -64,9 +64,20 @@ TEST(Help, CommandUsageIsTheGeneralHelpsUsageOfIt) {
   }
 }
 
+// The flag rows of a section, each with the lines that continue its description.
+std::vector<std::string> flag_rows(const std::vector<std::string>& lines) {
+  std::vector<std::string> rows;
+  for (const std::string& l : lines)
+    if (l.starts_with("  --") || rows.empty())
+      rows.push_back(l);
+    else
+      rows.back() += "\n" + l;
+  return rows;
+}
+
 TEST(Help, TrainingFlagsReadAsInTheGeneralHelp) {
   const std::string general = trainer("--help").out;
-  const std::vector<std::string> rows = section(trainer("train --help").out, "flags:");
+  const std::vector<std::string> rows = flag_rows(section(trainer("train --help").out, "flags:"));
   ASSERT_GT(rows.size(), 10u);
   for (const std::string& row : rows) {
     if (row.starts_with("  --config ") || row.starts_with("  --device ")) continue;  // usage only
@@ -126,7 +137,7 @@ TEST(Help, EachCommandTakesTheFlagsItsHelpListsAndRefusesTheOthers) {
     for (const std::string& row : section(trainer(c + " --help").out, "flags:")) {
       std::istringstream in(row);
       std::string flag, next;
-      if (!(in >> flag) || !flag.starts_with("--")) continue;  // a description's second line
+      if (!row.starts_with("  --") || !(in >> flag)) continue;  // a description's second line
       in >> next;
       listed[c][flag] = std::isupper(static_cast<unsigned char>(next[0]));  // "--epochs N"
       every.insert(flag);
@@ -148,6 +159,33 @@ TEST(Help, EachCommandTakesTheFlagsItsHelpListsAndRefusesTheOthers) {
         EXPECT_NE(r.out.find("error: " + flag + " is not a flag of "), std::string::npos)
             << c << " " << flag << ": " << r.out;
     }
+}
+
+// In a file or a pipe (as here) every help screen fits 80 columns, filled between words: the
+// same words in the same order as at a width where nothing is filled.
+TEST(Help, EveryScreenFits80ColumnsAndBreaksOnlyBetweenWords) {
+  auto words = [](const std::string& text) {
+    std::vector<std::string> w;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) w.push_back(word);
+    return w;
+  };
+  std::vector<std::string> commands = kCommands;
+  commands.push_back("");  // trainer --help
+  for (const std::string& c : commands) {
+    const std::string out = trainer(c + " --help").out;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      EXPECT_LE(line.size(), 80u) << (c.empty() ? "--help" : c) << ": " << line;
+    const std::string wide = c.empty() ? tandem::general_help(1000) : tandem::command_help(c, 1000);
+    EXPECT_EQ(words(out), words(wide)) << (c.empty() ? "--help" : c);
+  }
+  // At a width of 100 the flags' descriptions take the room.
+  std::istringstream in(tandem::general_help(100));
+  size_t longest = 0;
+  for (std::string line; std::getline(in, line);) longest = std::max(longest, line.size());
+  EXPECT_GT(longest, 80u);
+  EXPECT_LE(longest, 100u);
 }
 
 TEST(Help, HelpAfterTrainingFlagsIsTheGeneralHelp) {
