@@ -6,8 +6,26 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <sstream>
+
+#include "engine/utf8.h"
 
 namespace tandem {
+
+namespace {
+
+// Code points in s (a byte that is no UTF-8 counts as one).
+size_t columns(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n) {
+    char32_t c;
+    const size_t len = utf8_at(s, i, &c);
+    i += len ? len : 1;
+  }
+  return n;
+}
+
+}  // namespace
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> out;
@@ -27,6 +45,26 @@ std::string format_bytes(uint64_t bytes) {
   if (bytes >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / (1ull << 30));
   if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / (1ull << 20));
   return fmt::format("{:.1f} KiB", b / (1ull << 10));
+}
+
+std::string fill_words(const std::string& words, size_t first, size_t indent, size_t width) {
+  std::string out, word;
+  size_t col = first;
+  bool line_empty = true;
+  std::istringstream in(words);
+  while (in >> word) {
+    const size_t w = columns(word);
+    if (!line_empty && col + 1 + w > width) {
+      out += "\n" + std::string(indent, ' ');
+      col = indent;
+      line_empty = true;
+    }
+    if (!line_empty) out += ' ', ++col;
+    out += word;
+    col += w;
+    line_empty = false;
+  }
+  return out + "\n";
 }
 
 size_t output_width() {

@@ -440,27 +440,6 @@ device and batch size, with the speedup against the first device.
      "trainer summary --config configs/resnet50.yaml --batch-size 32"},
 };
 
-// `words` filled into lines of at most `width` columns, the first starting at `first` (after
-// what the caller printed), the others with `indent` spaces; breaks only between words.
-std::string fill(const std::string& words, size_t first, size_t indent, size_t width) {
-  std::string out, word;
-  size_t col = first;
-  bool line_empty = true;
-  std::istringstream in(words);
-  while (in >> word) {
-    if (!line_empty && col + 1 + word.size() > width) {
-      out += "\n" + std::string(indent, ' ');
-      col = indent;
-      line_empty = true;
-    }
-    if (!line_empty) out += ' ', ++col;
-    out += word;
-    col += word.size();
-    line_empty = false;
-  }
-  return out + "\n";
-}
-
 // A paragraph of notes refilled to the width: its first line from column 0 on, the rest indented
 // as its second line is in the source.
 std::string refill(const std::string& note, size_t width) {
@@ -468,7 +447,7 @@ std::string refill(const std::string& note, size_t width) {
   size_t indent = 0;
   if (second != std::string::npos && second + 1 < note.size())
     indent = note.find_first_not_of(' ', second + 1) - (second + 1);
-  return fill(note, 0, indent, width);
+  return fill_words(note, 0, indent, width);
 }
 
 // A command's usage line: its synopsis, and what it does from column 55 on where both fit the
@@ -479,7 +458,8 @@ std::string usage_of(const Command& c, size_t width) {
     return "  " + c.synopsis + std::string(column - 2 - c.synopsis.size(), ' ') + c.what + "\n";
   const size_t first_flag = c.synopsis.find(" -");
   const size_t indent = std::min<size_t>(first_flag == std::string::npos ? 4 : first_flag + 3, 24);
-  return "  " + fill(c.synopsis, 2, indent, width) + "      " + fill(c.what, 6, 6, width);
+  return "  " + fill_words(c.synopsis, 2, indent, width) + "      " +
+         fill_words(c.what, 6, 6, width);
 }
 
 // One flag a line, its text from column `column` + 2 on (two spaces after a longer name), filled
@@ -490,7 +470,7 @@ std::string flag_rows(const std::vector<const Flag*>& flags, size_t width, size_
     const std::string head =
         "  " + f->name +
         std::string(f->name.size() + 2 > column ? 2 : column - f->name.size(), ' ');
-    out += head + fill(f->text, head.size(), 21, width);
+    out += head + fill_words(f->text, head.size(), 21, width);
   }
   return out;
 }

@@ -31,6 +31,7 @@
 #include "engine/precision.h"
 #include "engine/progress.h"
 #include "engine/report.h"
+#include "engine/text.h"
 #include "engine/trainer.h"
 #include "engine/user_message.h"
 #include "tools/app.h"
@@ -147,6 +148,7 @@ size_t peak_memory(const TrainResult& t) {
   return m;
 }
 
+// Two tables that fit 80 columns: the speeds, then the results; the notes filled to the width.
 void print_side_by_side(const std::vector<DeviceRun>& runs) {
   const DeviceRun* ref = nullptr;
   for (const DeviceRun& r : runs)
@@ -157,13 +159,13 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
   // A validation split (data.val_split) adds its loss and accuracy after the test columns.
   bool val = false;
   for (const DeviceRun& r : runs) val = val || (r.ran() && r.result.epochs.back().has_val);
-  std::vector<Row> rows;
+  std::vector<Row> speeds, results;
   std::vector<std::string> notes;
   for (const DeviceRun& r : runs) {
     if (!r.ran()) {
-      rows.push_back({r.device.label, "-", "-", "-", "-", "-", "-", "-"});
-      if (val) rows.back().insert(rows.back().end(), {"-", "-"});
-      rows.back().insert(rows.back().end(), {"-", "-", "not run"});
+      speeds.push_back({r.device.label, "-", "-", "-", "-", "not run"});
+      results.push_back({r.device.label, "-", "-", "-", "-", "-"});
+      if (val) results.back().insert(results.back().end(), {"-", "-"});
       notes.push_back(r.device.label + ": not run: " + r.reason);
       continue;
     }
@@ -185,23 +187,25 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
       parity = p.agree ? "agree" : "DIFFER";
       notes.push_back(fmt::format("{} vs {}: {}", r.device.label, ref->device.label, p.verdict()));
     }
-    rows.push_back({r.device.label, std::to_string(last.epoch),
-                    fmt::format("{:.2f}", mean_epoch_seconds(r.result)),
-                    format_count(images_per_second(r.result)), format_loss(last.train_loss),
-                    fmt::format("{:.2f}%", 100 * last.train_accuracy), format_loss(last.test_loss),
-                    fmt::format("{:.2f}%", 100 * last.test_accuracy)});
+    speeds.push_back({r.device.label, fmt::format("{:.2f}", mean_epoch_seconds(r.result)),
+                      format_count(images_per_second(r.result)),
+                      format_bytes(peak_memory(r.result)), speedup, parity});
+    results.push_back({r.device.label, std::to_string(last.epoch), format_loss(last.train_loss),
+                       fmt::format("{:.2f}%", 100 * last.train_accuracy),
+                       format_loss(last.test_loss),
+                       fmt::format("{:.2f}%", 100 * last.test_accuracy)});
     if (val)
-      rows.back().insert(rows.back().end(),
-                         {last.has_val ? format_loss(last.val_loss) : "-",
-                          last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
-    rows.back().insert(rows.back().end(), {format_bytes(peak_memory(r.result)), speedup, parity});
+      results.back().insert(results.back().end(),
+                            {last.has_val ? format_loss(last.val_loss) : "-",
+                             last.has_val ? fmt::format("{:.2f}%", 100 * last.val_accuracy) : "-"});
   }
-  Row header{"device",     "epochs",    "train s/epoch", "images/s",
-             "train loss", "train acc", "test loss",     "test acc"};
-  if (val) header.insert(header.end(), {"val loss", "val acc"});
-  header.insert(header.end(), {"peak mem", "speedup", "parity"});
-  fmt::print("\nSide by side (speedup and parity against {}):\n{}",
-             ref ? ref->device.label : "the first device", format_table(header, rows));
+  Row result_header{"device", "epochs", "train loss", "train acc", "test loss", "test acc"};
+  if (val) result_header.insert(result_header.end(), {"val loss", "val acc"});
+  fmt::print(
+      "\nSide by side (speedup and parity against {}):\n{}\n{}",
+      ref ? ref->device.label : "the first device",
+      format_table({"device", "s/epoch", "images/s", "peak mem", "speedup", "parity"}, speeds),
+      format_table(result_header, results));
   std::vector<std::string> first_steps;
   for (const DeviceRun& r : runs)
     if (r.ran() && r.result.first_step_samples)
@@ -210,9 +214,10 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
   if (!first_steps.empty())
     notes.push_back(
         fmt::format("images/s and speedup leave out each device's first step ({}: "
-                    "primitive creation, algorithm search); s/epoch includes it",
+                    "primitive creation, algorithm search); s/epoch (training only) includes it",
                     fmt::join(first_steps, ", ")));
-  for (const std::string& n : notes) fmt::print("  {}\n", n);
+  const size_t width = output_width();
+  for (const std::string& n : notes) fmt::print("  {}", fill_words(n, 2, 4, width));
 }
 
 void plot_training(const TrainingPlot& plot) {
@@ -439,18 +444,26 @@ int report_stop(TrainCommand& t, size_t k, const DeviceRun& run, uint64_t start_
 // A finished run's line: its test figures, time and speed, and a note where it learnt nothing.
 void report_result(const TrainCommand& t, const DeviceRun& run, double lr) {
   const EpochStats& last = run.result.epochs.back();
-  fmt::print("{}: test accuracy {} (loss {}) after {} epoch{}, {} training, {} img/s\n",
-             run.device.label, format_accuracy(last.test_accuracy), format_loss(last.test_loss),
-             last.epoch, last.epoch == 1 ? "" : "s", format_duration(training_seconds(run.result)),
-             format_count(images_per_second(run.result)));
+  const size_t width = output_width();
+  fmt::print("{}", fill_words(fmt::format("{}: test accuracy {} (loss {}) after {} epoch{}, {} "
+                                          "training, {} img/s",
+                                          run.device.label, format_accuracy(last.test_accuracy),
+                                          format_loss(last.test_loss), last.epoch,
+                                          last.epoch == 1 ? "" : "s",
+                                          format_duration(training_seconds(run.result)),
+                                          format_count(images_per_second(run.result))),
+                              0, 2, width));
   // A run that ends where guessing would is a run to hear about, not a success.
   const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, t.model.classes()));
   if (t.data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
-    fmt::print(
-        "  note: {:.2f}% is about chance for {} classes ({:.0f}%): the model has not "
-        "learnt; the usual causes are a learning rate too high (this run's: {:g}) or too "
-        "low, too few epochs, or labels that do not match their images\n",
-        100 * last.test_accuracy, t.model.classes(), 100 * chance, lr);
+    fmt::print("  {}", fill_words(fmt::format("note: {:.2f}% is about chance for {} classes "
+                                              "({:.0f}%): the model has not learnt; the usual "
+                                              "causes are a learning rate too high (this run's: "
+                                              "{:g}) or too low, too few epochs, or labels that "
+                                              "do not match their images",
+                                              100 * last.test_accuracy, t.model.classes(),
+                                              100 * chance, lr),
+                                  2, 4, width));
 }
 
 // Device k's run of the list on `backend`, with the outputs the flags ask for. Returns the exit
