@@ -167,14 +167,15 @@ ProgressBar::ProgressBar(int64_t total, int verbose, ProgressRun run, ProgressOu
   // A terminal's last column is left free: a line that fills it would wrap on some terminals.
   if (out_.tty) out_.width = std::max(out_.width - 1, 10);
   if (!out_.tty) out_.width = INT_MAX;
-  start_ = last_draw_ = std::chrono::steady_clock::now();
+  start_ = last_draw_ = last_update_ = std::chrono::steady_clock::now();
 }
 
 ProgressFigures ProgressBar::figures(bool final) const {
   ProgressFigures f;
   f.done = done_;
   f.total = total_;
-  f.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const auto end = final && done_ > 0 ? last_update_ : std::chrono::steady_clock::now();
+  f.elapsed = std::chrono::duration<double>(end - start_).count();
   f.loss = loss_;
   f.accuracy = accuracy_;
   f.images_per_second = ips_;
@@ -192,6 +193,7 @@ ProgressFigures ProgressBar::figures(bool final) const {
 
 void ProgressBar::update(int64_t done, double loss, double acc, double ips, double loss_scale) {
   done_ = done;
+  last_update_ = std::chrono::steady_clock::now();
   scale_ = loss_scale;
   loss_ = loss;
   accuracy_ = acc;

@@ -77,7 +77,9 @@ class ProgressBar {
   ProgressRun run_;
   ProgressOutput out_;
   int64_t last_quarter_ = 0;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  // last_update_: the last step's end; the closing line's training time stops there, so that the
+  // evaluation passes between it and finish() are not counted as training.
+  std::chrono::steady_clock::time_point start_, last_draw_, last_update_;
   double loss_ = 0, accuracy_ = 0, ips_ = 0, scale_ = 0;
   int64_t done_ = 0;
 };

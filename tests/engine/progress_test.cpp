@@ -3,10 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -210,6 +212,23 @@ TEST(ProgressBar, VerboseTwoPrintsOneLinePerEpoch) {
   EXPECT_NE(out.find(" train - loss 0.5000 - acc 75.00% - 1,000 img/s - test_loss 0.4000"),
             std::string::npos)
       << out;
+}
+
+// The closing line's "train" time is the training steps': the evaluation between the last step
+// and finish() (here a wait of half a second) is not in it, as the metrics file's seconds.
+TEST(ProgressBar, TheClosingLinesTrainTimeLeavesOutWhatFollowsTheLastStep) {
+  std::FILE* f = std::tmpfile();
+  {
+    tandem::ProgressBar bar(4, 2, {0, 1, 0}, {f, false, 80});
+    for (int64_t i = 1; i <= 4; ++i) bar.update(i, 0.5, 0.75, 1000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    bar.finish({"test_loss 0.4000"}, "Epoch 1/1");
+  }
+  std::rewind(f);
+  char buf[4096];
+  const std::string out(buf, std::fread(buf, 1, sizeof buf, f));
+  std::fclose(f);
+  EXPECT_NE(out.find("Epoch 1/1 - 0.0s train"), std::string::npos) << out;
 }
 
 TEST(ProgressBar, VerboseZeroPrintsNothing) { EXPECT_EQ(bar_output(true, 80, 0, 8), ""); }
