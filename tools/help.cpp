@@ -247,6 +247,12 @@ const std::vector<Flag> kFlags = {
      "flags",
      {"train"},
      text(&RunRequest::checkpoint_dir)},
+    {"--init FILE",
+     "start a new run from a checkpoint's weights, matched by layer name\n(replaces train.init; "
+     "a new head of another shape starts fresh)",
+     "flags",
+     {"train"},
+     text(&RunRequest::init)},
     {"--resume PATH",
      "continue from a checkpoint file, or the newest in folder PATH; --epochs\nstays the total",
      "flags",
