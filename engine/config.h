@@ -180,7 +180,7 @@ struct TrainConfig {
   // train.init (or --init): a checkpoint whose tensors of matching name and shape are the run's
   // starting weights (relative paths resolved from the config's folder, as data paths); empty:
   // the weights are drawn from the seed. `init_from` says where it was given, for messages:
-  // "train.init (FILE:LINE:COL)" or "--init".
+  // "FILE:LINE:COL: train.init" or "--init".
   std::string init, init_from;
 };
 

@@ -47,7 +47,7 @@ void parse_transfer(ConfigMap& train, Config& c) {
                  "e.g. 'init: ../runs/lenet/epoch-5.safetensors' (relative to the config's "
                  "folder)");
     c.train.init = config_detail::resolve_path(init.Scalar(), c.file);
-    c.train.init_from = "train.init (" + at(init) + ")";
+    c.train.init_from = at(init) + ": train.init";
   }
 
   const YAML::Node freeze = train.node("freeze");

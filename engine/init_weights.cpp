@@ -101,8 +101,8 @@ void load_init(const InitPlan& plan, Graph& graph) {
 }
 
 std::string init_report(const InitPlan& plan) {
-  std::string out = fmt::format("Init   {} ({}): {} of the model's {} tensors taken\n", plan.path,
-                                plan.from, plan.taken.size(), plan.model_tensors);
+  std::string out = fmt::format("Init   {} of the model's {} tensors taken from {}\n",
+                                plan.taken.size(), plan.model_tensors, plan.path);
   if (!plan.reshaped.empty())
     out += fmt::format("       skipped, of another shape (drawn from the seed): {}\n",
                        some_of(plan.reshaped));

@@ -13,7 +13,7 @@ namespace tandem {
 
 struct InitPlan {
   std::string path;  // the checkpoint file
-  std::string from;  // where it was given: "train.init (FILE:LINE:COL)" or "--init"
+  std::string from;  // where it was given: "FILE:LINE:COL: train.init" or "--init"
   // The model's parameters and running statistics: those the file holds with their shape
   // (taken), those it holds with another shape ("dense_2.weight [5, 500] here, [10, 500] in the
   // file": a new head; they start as drawn from the seed) and those it lacks (start as drawn).
@@ -33,8 +33,8 @@ InitPlan plan_init(const Config& config, const Graph& graph, const std::string& 
 // Loads the plan's tensors into the allocated graph.
 void load_init(const InitPlan& plan, Graph& graph);
 
-// What the run takes, a few lines for the start-up summary ("Init   8 of the model's 10
-// tensors from FILE (train.init)", what it skips, a note for a checkpoint of this config).
+// What the run takes, a few lines for the start-up summary ("Init   6 of the model's 8 tensors
+// taken from FILE", what it skips, a note for a checkpoint of this config).
 std::string init_report(const InitPlan& plan);
 
 }  // namespace tandem

@@ -148,14 +148,14 @@ layers:
 )",
                           dir_ + "flat.yaml");
   c.train.init = dir_ + "pre.safetensors";
-  c.train.init_from = "train.init (flat.yaml:9:9)";
+  c.train.init_from = "flat.yaml:9:9: train.init";
   Graph g(c);
   try {
     plan_init(c, g, "");
     FAIL() << "no tensor of the model is in the file";
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.code(), ExitCode::kConfig);
-    EXPECT_NE(e.cause().find("train.init (flat.yaml:9:9): none of the tensors of '" + dir_ +
+    EXPECT_NE(e.cause().find("flat.yaml:9:9: train.init: none of the tensors of '" + dir_ +
                              "pre.safetensors' fits the model by name and shape (the file has "
                              "conv2d_1.weight, "),
               std::string::npos)

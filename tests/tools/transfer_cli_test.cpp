@@ -48,7 +48,10 @@ TEST(TransferCli, InitTakesTheFeaturesAndSkipsAHeadOfAnotherShape) {
       "--config " + config("fine3", 3, "epochs: 1, batch_size: 32, freeze: [conv2d_1]") +
       " --init " + pre + "/epoch-1.safetensors --checkpoint-dir " + fine);
   ASSERT_EQ(b.status, 0) << b.out;
-  EXPECT_NE(b.out.find("(--init): 2 of the model's 4 tensors taken"), std::string::npos) << b.out;
+  EXPECT_NE(
+      b.out.find("Init   2 of the model's 4 tensors taken from " + pre + "/epoch-1.safetensors"),
+      std::string::npos)
+      << b.out;
   EXPECT_NE(b.out.find("skipped, of another shape (drawn from the seed): dense_1.weight ([3, 100] "
                        "here, [4, 100] in the file), dense_1.bias ([3] here, [4] in the file)"),
             std::string::npos)
@@ -81,7 +84,7 @@ data: {format: synthetic, classes: 4, train_size: 64, test_size: 16}
 train: {epochs: 1, init: )" + pre + "/epoch-1.safetensors}\n");
   const test::CliResult r = test::run_trainer("--config " + other + " --checkpoint-dir " + out);
   EXPECT_EQ(r.status, 3) << r.out;
-  EXPECT_NE(r.out.find("error: train.init (" + other + ":8:26): none of the tensors of"),
+  EXPECT_NE(r.out.find("error: " + other + ":8:26: train.init: none of the tensors of"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("Epoch"), std::string::npos) << r.out;
@@ -131,6 +134,26 @@ TEST(TransferCli, AResumedRunWithFrozenLayersEqualsAnUninterruptedOne) {
   auto b = tensors_of(halves + "/epoch-2.safetensors");
   ASSERT_EQ(a.size(), 6u);  // 4 weights, the velocity of the 2 trained
   EXPECT_EQ(a, b);
+}
+
+TEST(TransferCli, TheDigitsExampleFineTunesAPretrainedLeNet) {
+  // README's example: LeNet on the digits 0-4, then the digits 5-9 from five images of each.
+  const std::string pre = test::fresh_dir("digits-0to4");
+  const test::CliResult a =
+      test::run_trainer("--config " + test::source_path("configs/lenet_png.yaml") + " --data " +
+                        test::source_path("datasets/digits-transfer/pretrain-0to4") +
+                        " --checkpoint-dir " + pre + " --epochs 3 --quiet");
+  ASSERT_EQ(a.status, 0) << a.out;
+  const test::CliResult b = test::run_trainer(
+      "--config " + test::source_path("configs/finetune_digits.yaml") + " --init " + pre);
+  ASSERT_EQ(b.status, 0) << b.out;
+  EXPECT_NE(
+      b.out.find("Init   6 of the model's 8 tensors taken from " + pre + "/epoch-3.safetensors"),
+      std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("25 train / 250 test samples"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("Params 2,505 trainable, 426,070 frozen"), std::string::npos) << b.out;
+  EXPECT_EQ(b.out.find("about chance"), std::string::npos) << b.out;
 }
 
 }  // namespace
