@@ -248,8 +248,8 @@ const std::vector<Flag> kFlags = {
      {"train"},
      text(&RunRequest::checkpoint_dir)},
     {"--init FILE",
-     "start a new run from a checkpoint's weights, matched by layer name\n(replaces train.init; "
-     "a new head of another shape starts fresh)",
+     "start a new run from a checkpoint's weights, taken by\nlayer name (replaces train.init; "
+     "a head of another\nshape starts from the seed)",
      "flags",
      {"train"},
      text(&RunRequest::init)},
