@@ -563,6 +563,43 @@ CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors) {
   return meta;
 }
 
+CheckpointContents read_checkpoint_contents(const std::string& path) {
+  const Header h = read_header(*open_checkpoint(path), path);
+  CheckpointContents out;
+  for (const Entry& e : h.entries) out.tensors.emplace_back(e.name, e.shape);
+  out.meta = h.meta;
+  return out;
+}
+
+std::vector<std::string> read_matching_tensors(const std::string& path, NamedTensors& tensors) {
+  const std::unique_ptr<ReadFile> file = open_checkpoint(path);
+  const Header h = read_header(*file, path);
+  std::map<std::string, const Entry*> by_name;
+  for (const Entry& e : h.entries) by_name[e.name] = &e;
+  // All read and checked on the host first, so that a bad file leaves the model as it was.
+  std::vector<std::pair<Tensor*, std::vector<float>>> data;
+  std::vector<std::string> names;
+  for (auto& [name, t] : tensors) {
+    auto it = by_name.find(name);
+    if (it == by_name.end() || it->second->shape != t.shape()) continue;
+    const Entry& e = *it->second;
+    std::vector<float> values(static_cast<size_t>(t.numel()));
+    if (!file->read_at(h.data_start + e.begin, values.data(), static_cast<size_t>(e.end - e.begin)))
+      corrupt(path, "tensor '" + name + "' cannot be read");
+    const auto bad =
+        std::count_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+    if (bad)
+      throw CheckpointError(
+          fmt::format("checkpoint '{}' holds {} non-finite value{} (NaN or infinity) in '{}'", path,
+                      bad, bad == 1 ? "" : "s", name),
+          "the file is corrupt, or its weights diverged; start from another checkpoint");
+    data.emplace_back(&t, std::move(values));
+    names.push_back(name);
+  }
+  for (auto& [t, values] : data) t->backend().upload(*t, values.data());
+  return names;
+}
+
 void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,
                      const CheckpointMeta& meta) {
   CheckpointMeta m = meta;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,6 +77,20 @@ std::vector<std::string> checkpoint_tensor_names(const std::string& path);
 // uploads each tensor into its match; throws CheckpointError naming what differs, and then
 // leaves every tensor as it was.
 CheckpointMeta read_checkpoint(const std::string& path, NamedTensors& tensors);
+
+// A .safetensors file's tensors (name and shape, in the header's order) and metadata strings,
+// its header checked as read_checkpoint checks it; any writer's file (no tandem metadata needed).
+// Throws CheckpointError.
+struct CheckpointContents {
+  std::vector<std::pair<std::string, Shape>> tensors;
+  std::map<std::string, std::string> meta;
+};
+CheckpointContents read_checkpoint_contents(const std::string& path);
+
+// Loads each of `tensors` that the file holds under its name with its shape, leaving the others
+// as they are (train.init); checks all of them first (non-finite values refused, as
+// read_checkpoint does). Returns the names loaded.
+std::vector<std::string> read_matching_tensors(const std::string& path, NamedTensors& tensors);
 
 // Writes a run's parameters and optimizer state.
 void save_checkpoint(const std::string& path, Graph& graph, const Optimizer& optimizer,

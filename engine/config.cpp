@@ -23,12 +23,13 @@ namespace fs = std::filesystem;
 
 using config_detail::flow_text;
 using config_detail::mark_str;
+using config_detail::resolve_path;
 
-namespace {
+namespace {}  // namespace
 
 // A data folder named in the config: relative to the config file's folder first, then the
 // working directory (so `path: ../datasets/x` works from anywhere).
-std::string resolve_path(const std::string& p, const std::string& config_file) {
+std::string config_detail::resolve_path(const std::string& p, const std::string& config_file) {
   if (p.empty()) return p;
   fs::path path(p);
   if (path.is_absolute()) return p;
@@ -37,6 +38,8 @@ std::string resolve_path(const std::string& p, const std::string& config_file) {
   if (fs::exists(path)) return path.lexically_normal().string();
   return beside.lexically_normal().string();  // missing either way: the loader says so
 }
+
+namespace {
 
 // A count kept as an int: beyond one it would wrap (4294967298 classes to 2).
 int as_int(ConfigMap& m, const std::string& key, int64_t v, const std::string& hint) {
@@ -214,6 +217,7 @@ void parse_optimizer(ConfigMap& train, Config& c) {
     if (!(o.eps > 0) || !std::isfinite(o.eps))
       opt.fail("eps", "expected a positive finite epsilon", "e.g. 'eps: 1.0e-8'");
   }
+  parse_lr_multipliers(opt, c);
   opt.finish();
 }
 
@@ -293,6 +297,7 @@ void parse_train(ConfigMap& top, Config& c) {
   c.train.drop_last = train.get_bool("drop_last", false);
   c.train.on_nan = train.get_choice("on_nan", "stop", {"stop", "skip_step"});
 
+  parse_transfer(train, c);  // before the optimizer: its lr_multipliers are checked against it
   parse_optimizer(train, c);
   parse_schedule(train, c);
   parse_checkpoint(train, c);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -73,6 +74,17 @@ struct LayerSpec {
   std::string name;
   std::vector<std::string> inputs;
   std::string inputs_where;
+  // Frozen: its parameters keep their values (no weight gradient, no optimizer state), and a
+  // batch normalization normalizes with its running statistics and leaves them as they are. Set
+  // by `trainable: false` beside the layer type or on the block use it comes from, and by
+  // train.freeze. `frozen_where` is where that names this layer itself ("FILE:LINE:COL"; empty
+  // where a block use or up_to covers it): a layer without parameters named there is refused.
+  bool frozen = false;
+  std::string frozen_where;
+  // train.optimizer.lr_multipliers: its parameters are updated with lr times this (Caffe's
+  // lr_mult); `lr_mult_where` as frozen_where.
+  double lr_mult = 1;
+  std::string lr_mult_where;
 };
 
 // Each layer's name as the graph calls it: its `name:`, else type_k for the k-th unnamed layer of
@@ -117,6 +129,9 @@ struct OptimizerConfig {
   double lr = 0.01, momentum = 0.0, weight_decay = 0.0;
   bool nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // lr_multipliers as written, NAME -> factor (each layer's is LayerSpec::lr_mult), for the
+  // start-up summary.
+  std::vector<std::pair<std::string, double>> lr_multipliers;
 };
 
 struct ScheduleConfig {
@@ -162,6 +177,11 @@ struct TrainConfig {
   std::string on_nan = "stop";  // stop | skip_step: what a non-finite step does
   EarlyStoppingConfig early_stopping;
   double clip_grad_norm = 0;  // the gradients' global L2 norm is scaled down to this; 0: off
+  // train.init (or --init): a checkpoint whose tensors of matching name and shape are the run's
+  // starting weights (relative paths resolved from the config's folder, as data paths); empty:
+  // the weights are drawn from the seed. `init_from` says where it was given, for messages:
+  // "FILE:LINE:COL: train.init" or "--init".
+  std::string init, init_from;
 };
 
 struct Config {
@@ -207,6 +227,10 @@ void set_data_path(DataConfig& data, const std::string& folder, const std::strin
 // (engine/config_controls.cpp); `c` holds the data section already.
 void parse_training_controls(ConfigMap& train, Config& c);
 void parse_plateau_schedule(ConfigMap& schedule, Config& c);
+// train.init and train.freeze, and train.optimizer.lr_multipliers (engine/config_transfer.cpp):
+// the starting checkpoint, and each layer's LayerSpec::frozen and lr_mult; `c` holds the layers.
+void parse_transfer(ConfigMap& train, Config& c);
+void parse_lr_multipliers(ConfigMap& optimizer, Config& c);
 
 // An unknown key that belongs elsewhere (engine/config_hints.cpp): `seed` at the top level
 // belongs under train:, `activation` in a layer is a layer of its own. Empty: no such hint.

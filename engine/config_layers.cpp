@@ -46,6 +46,14 @@ LayerSpec parse_item(const YAML::Node& item, int index, const std::string& file,
         spec.name = kv.second.Scalar();
       } else if (key == "repeat") {
         *repeat_node = kv.second;
+      } else if (key == "trainable") {
+        // Keras' layer.trainable: false keeps the layer's weights as they are.
+        const std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        if (v != "true" && v != "false")
+          throw ConfigError(at + ": " + which + ": 'trainable' must be true or false",
+                            "write 'trainable: false' beside the layer type to freeze it");
+        spec.frozen = v == "false";
+        if (spec.frozen) spec.frozen_where = at;
       } else if (key == "inputs") {
         spec.inputs_where = at;
         if (kv.second.IsScalar()) {
@@ -130,17 +138,17 @@ LayerSpec parse_item(const YAML::Node& item, int index, const std::string& file,
       throw ConfigError(
           spec.where + ": " + which + ": " +
               (types.empty()
-                   ? std::string("no layer type beside 'name'/'inputs'")
+                   ? std::string("no layer type beside 'name'/'inputs'/'trainable'")
                    : "several layer types in one item (" + types[0] + ", " + types[1] + ")"),
           "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}', with "
-          "'name:' and 'inputs:' beside it for branches");
+          "'name:' and 'inputs:' beside it for branches, 'trainable: false' to freeze it");
   } else {
     throw ConfigError(
         spec.where + ": " + which + ": expected '- type' or '- type: {key: value, ...}'",
         "one layer type per list item, e.g. '- conv2d: {filters: 32, kernel: 3}'");
   }
   if (args && args.IsMap())
-    for (const char* key : {"name", "inputs"})
+    for (const char* key : {"name", "inputs", "trainable"})
       if (args[key])
         throw ConfigError(file + ":" + mark_str(args[key].Mark()) + ": " + which + " (" +
                               spec.type + "): '" + key +
@@ -268,7 +276,8 @@ class LayerList {
                             std::to_string(spec.index + 1) + " (" + spec.type +
                             "): 'repeat' repeats a block, and " + spec.type + " is a layer type",
                         "define a block under 'blocks:' and repeat it");
-    if (!scope.empty()) {  // names and inputs within the block's use
+    if (in_frozen_use_) spec.frozen = true;  // harmless on its layers without parameters
+    if (!scope.empty()) {                    // names and inputs within the block's use
       const std::string own = spec.name.empty()
                                   ? spec.type + "_" + std::to_string(++scope_counts[spec.type])
                                   : spec.name;
@@ -357,6 +366,8 @@ class LayerList {
                         : first_in_scope_ ? scope_input
                                           : last_name();
     stack.push_back(block.name);
+    const bool frozen_before = in_frozen_use_;
+    in_frozen_use_ = in_frozen_use_ || at.frozen;  // trainable: false on the use: all its layers
     for (int64_t k = 0; k < times; ++k) {
       const std::string name = times > 1 ? base + "." + std::to_string(k) : base;
       std::map<std::string, int> counts;
@@ -365,6 +376,7 @@ class LayerList {
         add(inner, name, input, where, stack, counts);
       input = last_name();
     }
+    in_frozen_use_ = frozen_before;
     stack.pop_back();
   }
 
@@ -372,6 +384,7 @@ class LayerList {
   Blocks& blocks_;
   std::string file_;
   bool first_in_scope_ = false;
+  bool in_frozen_use_ = false;  // within a block use given trainable: false
 };
 
 }  // namespace

@@ -22,6 +22,10 @@ std::string flow_text(const YAML::Node& n);
 // table's order; empty when it is no synonym.
 std::vector<std::string> synonyms_of(const std::string& typed);
 
+// A path named in the config (data folders, train.init): relative to the config file's folder
+// first, then the working directory; as it is when absolute.
+std::string resolve_path(const std::string& p, const std::string& config_file);
+
 // c.layers from `layers:`, every use of a block of `blocks:` expanded (config_layers.cpp). `text`
 // is the config's own, loaded again for each use so that every copied node keeps its line.
 void parse_layers(Config& c, ConfigMap& top, const std::string& file, const std::string& text);

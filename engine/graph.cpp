@@ -122,9 +122,12 @@ Graph::Graph(Config& config)
                         e.hint());
     }
   }
+  set_trainable(config);
+  // An activation's gradient is needed where some layer at or below it has parameters to train:
+  // nothing below a frozen start of the model computes a gradient, its input's or its weights'.
   needs_grad_.assign(count + 1, false);
   for (size_t i = 0; i < count; ++i) {
-    bool needs = !layers_[i]->params().empty();
+    bool needs = !layers_[i]->params().empty() && layers_[i]->trainable();
     for (int a : inputs_[i]) needs = needs || needs_grad_[static_cast<size_t>(a)];
     needs_grad_[i + 1] = needs;
   }
@@ -139,6 +142,42 @@ Graph::Graph(Config& config)
     throw ConfigError(config.file + ": the model's last layer has " + std::to_string(classes_) +
                           " output, a classifier needs at least 2",
                       "set the last dense layer's units to the number of classes");
+}
+
+void Graph::set_trainable(const Config& config) {
+  bool any = false, trains = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerSpec& spec = config.layers[i];
+    Layer& layer = *layers_[i];
+    const std::string label =
+        "layer " + std::to_string(spec.index + 1) + " (" + spec.type + ", " + layer.name() + ")";
+    if (layer.params().empty()) {
+      // Named itself (not as one of a block's layers or of up_to's), it was meant to matter.
+      if (!spec.frozen_where.empty())
+        throw ConfigError(spec.frozen_where + ": " + label + " has no parameters to freeze",
+                          "freeze layers with weights (conv2d, dense, batchnorm, groupnorm); "
+                          "a layer without any has nothing to keep");
+      if (!spec.lr_mult_where.empty())
+        throw ConfigError(spec.lr_mult_where + ": train.optimizer.lr_multipliers: " + label +
+                              " has no parameters to update",
+                          "give the multiplier to a layer with weights (conv2d, dense, "
+                          "batchnorm, groupnorm)");
+      continue;
+    }
+    layer.set_trainable(!spec.frozen);
+    for (Param& p : layer.params()) {
+      p.trainable = !spec.frozen;
+      p.lr_mult = spec.lr_mult;
+    }
+    any = true;
+    trains = trains || !spec.frozen;
+  }
+  if (any && !trains)
+    throw ConfigError(config.file +
+                          ": every layer with parameters is frozen (train.freeze, 'trainable: "
+                          "false'): nothing would train",
+                      "leave at least the model's last layers trainable, e.g. 'freeze: {up_to: "
+                      "NAME}' with NAME a layer before the head");
 }
 
 std::vector<float> Graph::initial_values(const Param& p, uint64_t seed, uint64_t stream) {
@@ -362,10 +401,20 @@ std::vector<Param*> Graph::params() {
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Graph::buffers() {
+std::vector<std::pair<std::string, Tensor>> Graph::buffers(bool moving_only) {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& layer : layers_)
-    for (auto& b : layer->buffers()) out.push_back(std::move(b));
+    if (!moving_only || layer->trainable())
+      for (auto& b : layer->buffers()) out.push_back(std::move(b));
+  return out;
+}
+
+std::vector<std::pair<std::string, Shape>> Graph::tensor_shapes() const {
+  std::vector<std::pair<std::string, Shape>> out;
+  for (const auto& layer : layers_)
+    for (const Param& p : layer->params()) out.emplace_back(p.name, p.shape);
+  for (const auto& layer : layers_)
+    for (auto& b : layer->buffer_shapes()) out.push_back(std::move(b));
   return out;
 }
 
@@ -386,7 +435,9 @@ std::vector<SummaryRow> Graph::summary() const {
       for (int a : inputs_[i])
         inputs.push_back(a == 0 ? "input" : layers_[static_cast<size_t>(a) - 1]->name());
     rows.push_back({layer.index() + 1, layer.name(), layer.type(), layer.output_shape(), params,
-                    layer.flops(), std::move(inputs), layer.buffer_count(), named_[i]});
+                    layer.flops(), std::move(inputs), layer.buffer_count(), named_[i],
+                    params > 0 && !layer.trainable(),
+                    layer.params().empty() ? 1.0 : layer.params()[0].lr_mult});
   }
   return rows;
 }
@@ -394,6 +445,13 @@ std::vector<SummaryRow> Graph::summary() const {
 int64_t Graph::parameter_count() const {
   int64_t n = 0;
   for (const auto& r : summary()) n += r.params;
+  return n;
+}
+
+int64_t Graph::frozen_parameter_count() const {
+  int64_t n = 0;
+  for (const auto& r : summary())
+    if (r.frozen) n += r.params;
   return n;
 }
 

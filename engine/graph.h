@@ -17,15 +17,17 @@
 namespace tandem {
 
 struct SummaryRow {
-  int index;           // 1-based
-  std::string name;    // "conv2d_1"
+  int index;         // 1-based
+  std::string name;  // "conv2d_1"
   std::string type;
-  Shape output;        // per sample
+  Shape output;  // per sample
   int64_t params;
-  int64_t flops;       // forward, per sample
+  int64_t flops;                    // forward, per sample
   std::vector<std::string> inputs;  // names of the layers it takes, for branching models only
   int64_t buffers = 0;              // values not trained (batch normalization's running statistics)
   bool named = false;               // the config gave its name (else it is type_k)
+  bool frozen = false;              // a layer with parameters that does not train them
+  double lr_mult = 1;               // train.optimizer.lr_multipliers' factor
 };
 
 class Graph {
@@ -82,8 +84,12 @@ class Graph {
   // zeros), one tensor each: what a data-parallel step sums over its processes.
   Tensor& packed_values() { return packed_values_; }
   Tensor& packed_grads() { return packed_grads_; }
-  // Every layer's buffers (Layer::buffers), in model order; valid after allocate().
-  std::vector<std::pair<std::string, Tensor>> buffers();
+  // Every layer's buffers (Layer::buffers), in model order; valid after allocate(). moving_only:
+  // those that training moves (not a frozen batch normalization's).
+  std::vector<std::pair<std::string, Tensor>> buffers(bool moving_only = false);
+  // The names and shapes of every parameter, then of every buffer: what a checkpoint holds of
+  // the model (train.init matches a file against them before allocate()).
+  std::vector<std::pair<std::string, Shape>> tensor_shapes() const;
   // Fewest samples a training batch may hold (Layer::min_training_batch).
   int64_t min_training_batch() const;
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
@@ -93,14 +99,19 @@ class Graph {
   const Shape& input_shape() const { return input_shape_; }
   int64_t classes() const { return classes_; }
   int64_t max_batch() const { return max_batch_; }
-  int64_t parameter_count() const;
-  int64_t forward_flops() const;  // per sample
+  int64_t parameter_count() const;         // every parameter, frozen ones included
+  int64_t frozen_parameter_count() const;  // those of frozen layers
+  int64_t forward_flops() const;           // per sample
 
   // Draws the initial values of every parameter on the host, in model order: stream k is the
   // k-th parameter, so a seed gives the same weights on every device.
   static std::vector<float> initial_values(const Param& p, uint64_t seed, uint64_t stream);
 
  private:
+  // Marks the layers the config freezes (Layer::set_trainable, Param::trainable) and gives each
+  // parameter its lr multiplier; refuses a freeze or multiplier named for a layer without
+  // parameters, and a model with nothing left to train.
+  void set_trainable(const Config& config);
   // Activation k (0 the input, i+1 layer i's output) and its gradient buffer.
   Tensor& act(int k) { return acts_[static_cast<size_t>(k)]; }
   std::vector<std::unique_ptr<Layer>> layers_;

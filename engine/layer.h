@@ -29,7 +29,11 @@ struct Param {
   Init init = Init::kZeros;
   int64_t fan_in = 1, fan_out = 1;
   Tensor value;  // allocated by Graph::allocate on the graph's backend
-  Tensor grad;
+  Tensor grad;   // stays zero where the layer is frozen
+  // Whether the optimizer updates it (its layer is not frozen: LayerSpec::frozen), and with lr
+  // times what (LayerSpec::lr_mult); set by Graph.
+  bool trainable = true;
+  double lr_mult = 1;
 };
 
 // Graph::allocate packs a graph's params back to back, in order, into one buffer of values and one
@@ -49,11 +53,16 @@ class Layer {
  public:
   virtual ~Layer() = default;
 
-  virtual std::string type() const = 0;  // the config name: "conv2d"
+  virtual std::string type() const = 0;              // the config name: "conv2d"
   const std::string& name() const { return name_; }  // "conv2d_1"
   void set_name(std::string name) { name_ = std::move(name); }
   int index() const { return index_; }  // position in the model, 0-based
   void set_index(int i) { index_ = i; }
+  // False for a frozen layer (set by the graph after setup, before allocate): its backward
+  // computes no parameter gradient (only the input's, where one is asked for), and a layer with
+  // statistics of its own (batch normalization) uses and keeps them while training.
+  bool trainable() const { return trainable_; }
+  void set_trainable(bool trainable) { trainable_ = trainable; }
 
   // Checks the input sample shape (no batch axis) and returns the output sample shape; declares
   // the parameters. Throws ConfigError saying what was expected.
@@ -63,7 +72,8 @@ class Layer {
 
   // x (N, in...) -> y (N, out...), both allocated by the graph.
   virtual void forward(Context& ctx, const Tensor& x, Tensor& y) = 0;
-  // Parameter gradients are overwritten; dx is null where no input gradient is needed (first layer).
+  // Parameter gradients are overwritten (left alone where the layer is frozen); dx is null where
+  // no input gradient is needed (first layer).
   virtual void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                         Tensor* dx) = 0;
 
@@ -92,6 +102,9 @@ class Layer {
   virtual std::vector<std::pair<std::string, Tensor>> buffers() { return {}; }
   // The values of those tensors, known after setup() (the model summary's non-trainable count).
   virtual int64_t buffer_count() const { return 0; }
+  // Their names and shapes, known after setup() (train.init matches a checkpoint before the
+  // graph is allocated).
+  virtual std::vector<std::pair<std::string, Shape>> buffer_shapes() const { return {}; }
   // The default initialisation of weights, given the type of the layer that takes this one's
   // output (the next one, in a sequential model; "" for the last).
   virtual void choose_init(const std::string& /*next_type*/) {}
@@ -108,6 +121,7 @@ class Layer {
  private:
   std::string name_;
   int index_ = 0;
+  bool trainable_ = true;
   std::vector<Param> params_;
 };
 

@@ -15,7 +15,10 @@ bool packed_after(const Tensor& prev, const Tensor& next) {
 }  // namespace
 
 Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Param*> params, Backend& backend)
-    : config_(config), params_(std::move(params)), backend_(backend) {
+    : config_(config), backend_(backend) {
+  // A frozen layer's parameters are not the optimizer's: no state, no update, no weight decay.
+  for (Param* p : params)
+    if (p->trainable) params_.push_back(p);
   int64_t packed = 0;
   for (Param* p : params_) packed += packed_numel(p->shape);
   const bool adam = config_.type != "sgd";
@@ -33,9 +36,12 @@ Optimizer::Optimizer(const OptimizerConfig& config, std::vector<Param*> params, 
     m_.push_back(m.view(offset, p.shape));
     if (adam) v_.push_back(v.view(offset, p.shape));
     offset += packed_numel(p.shape);
+    // A run is a stretch of params back to back of one lr multiplier (a frozen layer between
+    // two trainable ones ends one).
     const bool joins = i > 0 && packed_after(params_[i - 1]->value, p.value) &&
-                       packed_after(params_[i - 1]->grad, p.grad);
-    if (!joins) runs_.push_back(Run{i, 0});
+                       packed_after(params_[i - 1]->grad, p.grad) &&
+                       params_[i - 1]->lr_mult == p.lr_mult;
+    if (!joins) runs_.push_back(Run{i, 0, p.lr_mult});
     Run& run = runs_.back();
     run.numel = (p.value.data() - params_[run.first]->value.data()) + p.shape.numel();
   }
@@ -46,11 +52,12 @@ void Optimizer::step(double lr, const Tensor* gate) {
   const int64_t count = gate ? steps_ + 1 : steps_;  // this update's, should it apply
   for (const Run& run : runs_) {
     const Shape flat{run.numel};
+    const double run_lr = lr * run.lr_mult;
     Param& p = *params_[run.first];
     Tensor w = p.value.view(0, flat), grad = p.grad.view(0, flat), m = m_[run.first].view(0, flat);
     if (config_.type == "sgd") {
       SgdParams s;
-      s.lr = static_cast<float>(lr);
+      s.lr = static_cast<float>(run_lr);
       s.momentum = static_cast<float>(config_.momentum);
       s.weight_decay = static_cast<float>(config_.weight_decay);
       s.nesterov = config_.nesterov;
@@ -58,7 +65,7 @@ void Optimizer::step(double lr, const Tensor* gate) {
       backend_.sgd_update(w, m, grad, s);
     } else {
       AdamParams a;
-      a.lr = static_cast<float>(lr);
+      a.lr = static_cast<float>(run_lr);
       a.beta1 = static_cast<float>(config_.beta1);
       a.beta2 = static_cast<float>(config_.beta2);
       a.eps = static_cast<float>(config_.eps);

@@ -289,7 +289,8 @@ void StepRunner::end_epoch() {
     double movers = computed_ ? 1.0 : 0.0;
     comm_.sum(&movers, 1);
     if (movers > 0) {
-      auto named = graph_.buffers();  // views of the statistics, alive while they are summed
+      // Views of the statistics, alive while they are summed; a frozen layer's do not move.
+      auto named = graph_.buffers(true);
       std::vector<Tensor*> stats;
       for (auto& [name, t] : named) stats.push_back(&t);
       sums_.sum(stats, computed_ ? 1.0 / movers : 0.0);

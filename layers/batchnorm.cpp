@@ -40,6 +40,14 @@ void BatchNorm::allocate(Backend& backend, int64_t) {
   backend.fill(running_var_, 1.f);
   backend.fill(mean_, 0.f);
   backend.fill(inv_std_, 1.f);
+  if (!trainable()) {
+    zeros_ = Tensor(backend, c);
+    backend.fill(zeros_, 0.f);
+  }
+}
+
+std::vector<std::pair<std::string, Shape>> BatchNorm::buffer_shapes() const {
+  return {{name() + ".running_mean", Shape{in_[0]}}, {name() + ".running_var", Shape{in_[0]}}};
 }
 
 std::vector<std::pair<std::string, Tensor>> BatchNorm::buffers() {
@@ -49,7 +57,7 @@ std::vector<std::pair<std::string, Tensor>> BatchNorm::buffers() {
 void BatchNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
   const Tensor& gamma = params()[0].value;
   const Tensor& beta = params()[1].value;
-  if (!ctx.training) {
+  if (!ctx.training || !trainable()) {
     ctx.backend.batchnorm_forward_inference(y, x, gamma, beta, running_mean_, running_var_, eps_);
     return;
   }
@@ -66,6 +74,14 @@ void BatchNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
 
 void BatchNorm::backward(Context& ctx, const Tensor& x, const Tensor&, const Tensor& dy,
                          Tensor* dx) {
+  if (!trainable()) {
+    // y = gamma (x - running_mean) / sqrt(running_var + eps) + beta, the statistics constants:
+    // dx = gamma dy / sqrt(running_var + eps), the inference op on dy with no mean and no shift.
+    if (dx)
+      ctx.backend.batchnorm_forward_inference(*dx, dy, params()[0].value, zeros_, zeros_,
+                                              running_var_, eps_);
+    return;
+  }
   ctx.backend.batchnorm_backward(dx, params()[0].grad, params()[1].grad, dy, x, params()[0].value,
                                  mean_, inv_std_);
 }

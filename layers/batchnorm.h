@@ -1,5 +1,8 @@
 // batchnorm: normalizes each channel with the batch's statistics while training and with running
 // averages of them in eval, then scales and shifts it (Ioffe & Szegedy; PyTorch's BatchNorm1d/2d).
+// Frozen, it normalizes with the running averages in training too and leaves them as they are
+// (Keras' frozen BatchNormalization), so that fine-tuning keeps the statistics it was trained
+// with.
 #pragma once
 
 #include <string>
@@ -23,16 +26,19 @@ class BatchNorm : public Layer {
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
   int64_t flops() const override { return 2 * in_.numel(); }
-  int64_t min_training_batch() const override { return in_.rank() == 1 ? 2 : 1; }
+  // Frozen, it normalizes with the running statistics: any batch will do.
+  int64_t min_training_batch() const override { return in_.rank() == 1 && trainable() ? 2 : 1; }
   std::vector<std::pair<std::string, Tensor>> buffers() override;
   float eps() const { return eps_; }
   int64_t buffer_count() const override { return 2 * in_[0]; }  // running mean and variance
+  std::vector<std::pair<std::string, Shape>> buffer_shapes() const override;
 
  private:
   float momentum_, eps_;
   bool zero_init_ = false;
   Tensor running_mean_, running_var_;  // the model's, saved in checkpoints
   Tensor mean_, inv_std_;              // the last training forward's, for its backward
+  Tensor zeros_;                       // (C) frozen: the input gradient's mean and shift
 };
 
 }  // namespace tandem

@@ -76,8 +76,10 @@ void Conv2d::forward(Context& ctx, const Tensor& x, Tensor& y) {
 }
 
 void Conv2d::backward(Context& ctx, const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  ctx.backend.conv2d_backward_filter(params()[0].grad, dy, x, p_);
-  if (bias_) ctx.backend.bias_backward(params()[1].grad, dy);
+  if (trainable()) {
+    ctx.backend.conv2d_backward_filter(params()[0].grad, dy, x, p_);
+    if (bias_) ctx.backend.bias_backward(params()[1].grad, dy);
+  }
   if (dx) ctx.backend.conv2d_backward_data(*dx, dy, params()[0].value, p_);
 }
 

@@ -34,8 +34,10 @@ void Dense::forward(Context& ctx, const Tensor& x, Tensor& y) {
 
 void Dense::backward(Context& ctx, const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   // dW (U,F) = dy^T (U,N) * x (N,F); db (U) = sum_n dy; dx (N,F) = dy (N,U) * W (U,F)
-  ctx.backend.gemm(params()[0].grad, dy, x, true, false, 1.f, 0.f);
-  if (bias_) ctx.backend.bias_backward(params()[1].grad, dy);
+  if (trainable()) {
+    ctx.backend.gemm(params()[0].grad, dy, x, true, false, 1.f, 0.f);
+    if (bias_) ctx.backend.bias_backward(params()[1].grad, dy);
+  }
   if (dx) ctx.backend.gemm(*dx, dy, params()[0].value, false, false, 1.f, 0.f);
 }
 

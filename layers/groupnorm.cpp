@@ -35,6 +35,10 @@ Shape GroupNorm::setup(const Shape& in) {
 void GroupNorm::allocate(Backend& backend, int64_t max_batch) {
   mean_ = Tensor(backend, Shape{max_batch * groups_});
   inv_std_ = Tensor(backend, Shape{max_batch * groups_});
+  if (!trainable()) {
+    unused_dgamma_ = Tensor(backend, Shape{in_[0]});
+    unused_dbeta_ = Tensor(backend, Shape{in_[0]});
+  }
 }
 
 void GroupNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
@@ -47,8 +51,11 @@ void GroupNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
 void GroupNorm::backward(Context& ctx, const Tensor& x, const Tensor&, const Tensor& dy,
                          Tensor* dx) {
   const int64_t stats = x.dim(0) * groups_;
-  ctx.backend.groupnorm_backward(dx, params()[0].grad, params()[1].grad, dy, x, params()[0].value,
-                                 mean_.prefix(stats), inv_std_.prefix(stats), groups_);
+  if (!trainable() && !dx) return;
+  Tensor& dgamma = trainable() ? params()[0].grad : unused_dgamma_;
+  Tensor& dbeta = trainable() ? params()[1].grad : unused_dbeta_;
+  ctx.backend.groupnorm_backward(dx, dgamma, dbeta, dy, x, params()[0].value, mean_.prefix(stats),
+                                 inv_std_.prefix(stats), groups_);
 }
 
 }  // namespace tandem

@@ -30,6 +30,9 @@ class GroupNorm : public Layer {
   int groups_;
   float eps_;
   Tensor mean_, inv_std_;  // (max_batch * groups): the last forward's, for its backward
+  // (C) frozen: where the backend's one backward op writes the parameter gradients that a frozen
+  // layer does not keep (it computes them with the input's, which a layer below needs).
+  Tensor unused_dgamma_, unused_dbeta_;
 };
 
 }  // namespace tandem

@@ -113,6 +113,7 @@ Config load_config_with_overrides(const RunRequest& r) {
   }
   if (r.data) set_data_path(c.data, *r.data, "--data");
   if (!r.checkpoint_dir.empty()) c.train.checkpoint.dir = r.checkpoint_dir;
+  if (!r.init.empty()) c.train.init = r.init, c.train.init_from = "--init";
   if (r.precisions.size() == 1) c.precision = r.precisions[0];  // several: per run
   return c;
 }

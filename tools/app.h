@@ -37,6 +37,7 @@ struct RunRequest {
   bool log_placement = false;       // what ran each layer
   std::string checkpoint_dir;       // replaces train.checkpoint.dir
   std::string resume;               // a checkpoint file, or a folder (its newest)
+  std::string init;                 // replaces train.init: a checkpoint to start from
   std::string checkpoint;           // eval, predict: the checkpoint file (or folder: its newest)
   std::vector<std::string> inputs;  // predict: image files
   int top_k = 3;                    // predict

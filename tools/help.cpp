@@ -269,6 +269,12 @@ const std::vector<Flag> kFlags = {
      "flags",
      {"train"},
      text(&RunRequest::checkpoint_dir)},
+    {"--init FILE",
+     "start a new run from a checkpoint's weights, taken by\nlayer name (replaces train.init; "
+     "a head of another\nshape starts from the seed)",
+     "flags",
+     {"train"},
+     text(&RunRequest::init)},
     {"--resume PATH",
      "continue from a checkpoint file, or the newest in folder PATH; --epochs\nstays the total",
      "flags",

@@ -41,15 +41,18 @@ int run_summary(const RunRequest& r) {
     for (const SummaryRow& row : rows)
       layers += fmt::format(
           "{}{{\"name\": {}, \"type\": {}, \"output\": {}, \"params\": {}, "
-          "\"flops\": {}}}",
+          "\"flops\": {}, \"frozen\": {}, \"lr_multiplier\": {}}}",
           layers.empty() ? "" : ", ", json_string(row.name), json_string(row.type),
-          json_string(row.output.str()), row.params, row.flops);
+          json_string(row.output.str()), row.params, row.flops, row.frozen ? "true" : "false",
+          row.lr_mult);
+    const int64_t frozen = graph.frozen_parameter_count();
     fmt::print(
         "{{\"name\": {}, \"input\": {}, \"layers\": [{}], \"trainable_params\": {}, "
-        "\"non_trainable_params\": {}, \"flops_per_sample\": {}, \"batch_size\": {}, "
-        "\"precision\": {}, \"activation_bytes\": {}}}\n",
+        "\"frozen_params\": {}, \"non_trainable_params\": {}, \"flops_per_sample\": {}, "
+        "\"batch_size\": {}, \"precision\": {}, \"activation_bytes\": {}}}\n",
         json_string(config.name), json_string(graph.input_shape().str()), layers,
-        graph.parameter_count(), fixed, graph.forward_flops(), batch, json_string(measured), bytes);
+        graph.parameter_count() - frozen, frozen, fixed, graph.forward_flops(), batch,
+        json_string(measured), bytes);
     return 0;
   }
   fmt::print("Model {} ({})\n{}{}", config.name, config.file, model_table(graph),

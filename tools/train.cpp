@@ -24,7 +24,9 @@
 #include "engine/callbacks/metrics_file.h"
 #include "engine/communicator.h"
 #include "engine/error.h"
+#include "engine/file_check.h"
 #include "engine/graph.h"
+#include "engine/init_weights.h"
 #include "engine/json_text.h"
 #include "engine/layer_registry.h"
 #include "engine/parity.h"
@@ -46,8 +48,11 @@ namespace tandem {
 std::string model_table(const Graph& g) {
   std::vector<Row> rows;
   for (const SummaryRow& r : g.summary()) {
-    rows.push_back({std::to_string(r.index), r.named ? r.name + " (" + r.type + ")" : r.name,
-                    r.output.str(), format_count(r.params), si(r.flops)});
+    std::string layer = r.named ? r.name + " (" + r.type + ")" : r.name;
+    if (r.frozen) layer += ", frozen";
+    if (r.lr_mult != 1) layer += fmt::format(", lr x{:g}", r.lr_mult);
+    rows.push_back(
+        {std::to_string(r.index), layer, r.output.str(), format_count(r.params), si(r.flops)});
     if (g.branches()) rows.back().push_back(fmt::format("{}", fmt::join(r.inputs, ", ")));
   }
   rows.push_back({"", "total", "", format_count(g.parameter_count()), si(g.forward_flops())});
@@ -56,15 +61,31 @@ std::string model_table(const Graph& g) {
   return format_table({"#", "layer", "output", "params", "FLOPs/sample", "inputs"}, rows);
 }
 
-// "Params 431,080 trainable, 0 non-trainable; 1.64 MiB (fp32)", under the model table.
+// "Params 431,080 trainable, 0 non-trainable; 1.64 MiB (fp32)", under the model table; with
+// frozen layers, their parameters' count after the trainable ones' and a line on what freezing
+// does.
 std::string parameter_line(const Graph& g) {
-  int64_t trainable = 0, fixed = 0;
-  for (const SummaryRow& r : g.summary()) trainable += r.params, fixed += r.buffers;
-  const double mib = static_cast<double>(trainable + fixed) * sizeof(float) / (1 << 20);
-  return fmt::format("Params {} trainable, {} non-trainable{}; {:.{}f} MiB (fp32)\n",
-                     format_count(trainable), format_count(fixed),
-                     fixed ? " (batch normalization's running statistics)" : "", mib,
-                     mib < 0.1 ? 4 : 2);
+  int64_t trainable = 0, frozen = 0, fixed = 0;
+  std::vector<std::string> frozen_norms;
+  for (const SummaryRow& r : g.summary()) {
+    (r.frozen ? frozen : trainable) += r.params;
+    fixed += r.buffers;
+    if (r.frozen && r.buffers > 0) frozen_norms.push_back(r.name);
+  }
+  const double mib = static_cast<double>(trainable + frozen + fixed) * sizeof(float) / (1 << 20);
+  std::string out = fmt::format(
+      "Params {} trainable, {}{} non-trainable{}; {:.{}f} MiB (fp32)\n", format_count(trainable),
+      frozen ? format_count(frozen) + " frozen, " : "", format_count(fixed),
+      fixed ? " (batch normalization's running statistics)" : "", mib, mib < 0.1 ? 4 : 2);
+  if (frozen)
+    out += fmt::format(
+        "       frozen layers keep their weights: no weight gradients, no optimizer state{}\n",
+        frozen_norms.empty()
+            ? ""
+            : fmt::format("; frozen batch normalization ({}) normalizes with its running "
+                          "statistics in training too, and keeps them",
+                          fmt::join(frozen_norms, ", ")));
+  return out;
 }
 
 namespace {
@@ -81,6 +102,7 @@ std::string optimizer_text(const OptimizerConfig& o) {
   if (o.type == "sgd" && o.momentum > 0)
     s += fmt::format(" momentum {:g}{}", o.momentum, o.nesterov ? " (nesterov)" : "");
   if (o.weight_decay > 0) s += fmt::format(" weight decay {:g}", o.weight_decay);
+  for (const auto& [name, factor] : o.lr_multipliers) s += fmt::format(" ({} x{:g})", name, factor);
   return s;
 }
 
@@ -299,6 +321,17 @@ std::string continue_command(const RunRequest& r, const Config& config, const De
   return out;
 }
 
+// train.init's match with the model, unless the run resumes (its checkpoint holds the weights).
+std::optional<InitPlan> plan_start(const Config& c, const Graph& model, const RunRequest& r) {
+  if (c.train.init.empty() || !r.resume.empty()) return std::nullopt;
+  std::string text;  // to tell a checkpoint of this very config
+  try {
+    text = read_whole_file(c.file, kMaxConfigBytes, [](const std::string&) {});
+  } catch (const Error&) {
+  }
+  return plan_init(c, model, text);
+}
+
 // What the runs of one command share: the request, its config, devices and data, the process
 // group, and the outputs written across the runs.
 struct TrainCommand {
@@ -307,6 +340,7 @@ struct TrainCommand {
         config(load_config_with_overrides(r)),
         devices(parse_devices(r)),
         model(config),  // checks the model before any data is read
+        init(plan_start(config, model, r)),
         data(load_data(config.data, config.input, static_cast<int>(model.classes()))),
         val(hold_out(data.train, config.data.val_split, config.train.seed)),
         normalise(apply_normalize_auto(config.data, data.train)),
@@ -326,6 +360,7 @@ struct TrainCommand {
   Config config;
   const std::vector<DeviceSpec> devices;
   Graph model;
+  std::optional<InitPlan> init;  // train.init, checked before any data is read
   DataSplits data;
   const Dataset val;
   const std::string normalise;
@@ -342,7 +377,8 @@ void print_start(const TrainCommand& t) {
   std::string names;
   for (const DeviceSpec& d : t.devices) names += (names.empty() ? "" : ", ") + d.label;
   fmt::print("tandem {} - {} ({}) on {}\n\n", TANDEM_VERSION, t.config.name, t.config.file, names);
-  fmt::print("Model {}\n{}{}\n", t.config.name, model_table(t.model), parameter_line(t.model));
+  fmt::print("Model {}\n{}{}{}\n", t.config.name, model_table(t.model), parameter_line(t.model),
+             t.init ? init_report(*t.init) : "");
   fmt::print("Data   {}: {} train / {} test samples of {}, {} classes\n", t.config.data.format,
              format_count(t.data.train.size()), format_count(t.data.test.size()),
              t.data.train.sample_shape.str(), t.model.classes());
@@ -481,6 +517,7 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
   const int64_t largest = std::max({t.data.train.size(), t.data.test.size(), t.val.size()});
   graph.allocate(*backend, std::min(c.train.batch_size, std::max<int64_t>(1, largest)),
                  c.train.seed);
+  if (t.init) load_init(*t.init, graph);
   Batcher train_src(t.data.train, c.train.batch_size, c.train.shuffle, c.train.seed, c.data.mean,
                     c.data.std, c.train.drop_last);
   train_src.set_augment(c.data.augment);
