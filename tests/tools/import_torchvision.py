@@ -10,6 +10,7 @@ and updated weights. A model that tandem cannot express (--refused) must be refu
 Exit 0: every check held; 1: one did not (said why); 77: no PyTorch here (skipped, said why).
 """
 import argparse
+import copy
 import json
 import os
 import shutil
@@ -27,6 +28,9 @@ except ImportError as e:  # the test skips, and says why
     sys.exit(77)
 
 SIZE = 64  # input height and width: small, so that the test stays fast
+# The training step's batch: batch normalization over fewer samples is ill-conditioned enough in
+# deep networks that fp32's rounding (PyTorch's as tandem's) reaches percents of the update.
+STEP_BATCH = 16
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
@@ -85,9 +89,9 @@ def write_png(path, pixels):
                 chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
 
 
-def images(folder, count):
+def images(folder, count, seed=2):
     """count random images as PNG files, and the normalized batch PyTorch takes for them."""
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed)
     pixels = torch.randint(0, 256, (count, SIZE, SIZE, 3), generator=g, dtype=torch.uint8)
     files = []
     for i in range(count):
@@ -160,6 +164,111 @@ def check_predict(args, model, work, opset, keep_batchnorm, files, x):
     return out
 
 
+def read_safetensors(path):
+    """name -> float32 tensor, from tandem's checkpoint (safetensors: a JSON header, then data)."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        out[name] = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32).reshape(
+            entry["shape"])
+    return out
+
+
+def check_step(args, model, work, imported):
+    """One SGD step (lr 0.01, no momentum) on 16 images from the imported weights
+    (train.init), in train mode: tandem's loss, weights and running statistics are PyTorch's. The
+    ONNX graph holds no dropout or stochastic depth: PyTorch's are switched off for the step."""
+    data = os.path.join(work, "data")
+    os.makedirs(os.path.join(data, "images"))
+    files, x = images(os.path.join(data, "images"), STEP_BATCH, seed=3)
+    # One image of each of 4 classes in turn; tandem reads a class's folder in name order.
+    labels = [i % 4 for i in range(STEP_BATCH)]
+    for split in ("train", "test"):
+        for i, f in enumerate(files):
+            folder = os.path.join(data, split, f"class{labels[i]}")
+            os.makedirs(folder, exist_ok=True)
+            shutil.copy(f, os.path.join(folder, f"{i:02d}.png"))
+    order = sorted(range(STEP_BATCH), key=lambda i: (labels[i], i))
+    x, labels = x[order], [labels[i] for i in order]
+    yaml = open(os.path.join(imported, f"{args.model}.yaml")).read()
+    yaml = yaml[:yaml.index("\nloss:")] + f"""
+loss: softmax_cross_entropy
+data: {{format: image_folder, path: {data}, normalize: {{mean: {MEAN}, std: {STD}}}}}
+train: {{epochs: 1, batch_size: {STEP_BATCH}, shuffle: false, init: {args.model}.safetensors,
+        optimizer: {{type: sgd, lr: 0.01}}, checkpoint: {{dir: {work}/ckpt}}}}
+"""
+    config = os.path.join(imported, "step.yaml")
+    open(config, "w").write(yaml)
+    metrics = os.path.join(work, "step.jsonl")
+    r = run([args.trainer, "--config", config, "--quiet", "--metrics", metrics])
+    if r.returncode != 0:
+        fail(f"one step from the imported weights exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    ours_loss = json.loads(open(metrics).readline())["train_loss"]
+    ours = read_safetensors(os.path.join(work, "ckpt", "epoch-1.safetensors"))
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        if type(m).__name__ == "StochasticDepth":
+            m.p = 0.0
+
+    def step(net, inputs):
+        net.train()
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        loss = torch.nn.functional.cross_entropy(net(inputs), torch.tensor(labels))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item(), {k: v.detach().double() for k, v in net.state_dict().items()
+                             if v.dtype in (torch.float32, torch.float64)}
+
+    # The same step in float64 is the reference both fp32 results are measured against: the
+    # early layers' gradients pass many batch normalizations of few samples, whose backward
+    # cancels, so fp32's rounding grows there, in PyTorch as in tandem.
+    exact_loss, exact = step(copy.deepcopy(model).double(), x.double())
+    torch_loss, theirs = step(model, x)
+    loss_err = abs(ours_loss - exact_loss) / abs(exact_loss)
+    torch_loss_err = abs(torch_loss - exact_loss) / abs(exact_loss)
+    # Each tensor's error is measured against its layer's step: the largest change the exact
+    # step makes to any of the layer's tensors (a bias that starts at zero has no scale of its
+    # own, and its gradient, a sum over the batch and positions, cancels).
+    before = read_safetensors(os.path.join(imported, f"{args.model}.safetensors"))
+    step_of = {}
+    for name, value in exact.items():
+        layer = name.rsplit(".", 1)[0]
+        change = (value - before[name].double()).abs().max().item()
+        step_of[layer] = max(step_of.get(layer, 0.0), change)
+    worst, torch_worst, where = 0.0, 0.0, ""
+    for name, value in exact.items():
+        if name not in ours:
+            fail(f"the checkpoint after the step has no '{name}'")
+        scale = max(step_of[name.rsplit(".", 1)[0]], 1e-30)
+        err = (ours[name].double() - value).abs().max().item() / scale
+        torch_err = (theirs[name] - value).abs().max().item() / scale
+        if err > worst:
+            worst, where = err, name
+        torch_worst = max(torch_worst, torch_err)
+        if os.environ.get("IMPORT_DEBUG"):
+            print(f"  {name}: {err:.1e} (PyTorch {torch_err:.1e})")
+    print(f"{args.model}, one SGD step against float64: loss {ours_loss:.6f}, relative error "
+          f"{loss_err:.1e} (PyTorch fp32 {torch_loss_err:.1e}); updates of {len(exact)} tensors, "
+          f"largest error {worst:.1e} of the layer's step ({where}) (PyTorch fp32 "
+          f"{torch_worst:.1e})")
+    if not loss_err <= 1e-4:
+        fail(f"the step's loss is {loss_err:.1e} from float64's (limit 1e-4)")
+    # Within 1e-2 of the layer's step (a wrong gradient is off by its own size), or as accurate
+    # as PyTorch's own fp32 step where the network's conditioning puts even that beyond it.
+    if not worst <= max(4 * torch_worst, 1e-2):
+        fail(f"after the step '{where}' is {worst:.1e} of its layer's step from float64's, "
+             f"PyTorch fp32 {torch_worst:.1e} (limit: 1e-2, or 4 times PyTorch's)")
+
+
 def check_refused(args, model, work):
     onnx_path = os.path.join(work, f"{args.model}.onnx")
     export(model, onnx_path, 13, False)
@@ -191,7 +300,8 @@ def main():
         return
     files, x = images(work, 4)
     check_predict(args, model, work, 13, False, files, x)
-    check_predict(args, model, work, 17, True, files, x)
+    imported = check_predict(args, model, work, 17, True, files, x)
+    check_step(args, model, work, imported)
     shutil.rmtree(work, ignore_errors=True)
 
 
