@@ -82,9 +82,11 @@ InitPlan plan_init(const Config& config, const Graph& graph, const std::string& 
     return it == file.meta.end() ? std::string() : it->second;
   };
   const std::string file_config = meta("config"), file_config_path = meta("config_file");
+  // A run's checkpoint (it holds optimizer state), not weights alone (trainer import's).
   plan.same_config =
-      (!config_text.empty() && file_config == config_text) ||
-      (!file_config_path.empty() && file_config_path == fs::absolute(config.file, ec).string());
+      plan.optimizer_state &&
+      ((!config_text.empty() && file_config == config_text) ||
+       (!file_config_path.empty() && file_config_path == fs::absolute(config.file, ec).string()));
   return plan;
 }
 

@@ -1319,7 +1319,7 @@ std::string config_text(const Importer& im, const std::string& name, const std::
                    producer.empty() ? "" : producer + ", ", im.opset());
   y += fmt::format(
       "# Its weights are in {0}.safetensors beside this file: trainer eval, predict and export\n"
-      "# take it with --checkpoint, and a new run starts from it with --init (or train.init).\n",
+      "# take it with --checkpoint, and training starts from it (train.init below).\n",
       name);
   y += fmt::format("name: {}\n", name);
   y += fmt::format("input: {{shape: {}}}\n", ints_text(im.input_shape().dims()));
@@ -1360,7 +1360,12 @@ std::string config_text(const Importer& im, const std::string& name, const std::
          "  # goes here, e.g. normalize: {mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, "
          "0.225]}\n";
   y += "train:\n";
-  y += "  # Fine-tuning: a small learning rate; train.freeze keeps chosen layers as they are.\n";
+  y += fmt::format(
+      "  # Fine-tuning: from the imported weights, with a small learning rate; train.freeze keeps\n"
+      "  # chosen layers as they are (e.g. freeze: {{up_to: NAME}}), and a head of another number\n"
+      "  # of classes (a last layer of other units) starts from the seed.\n"
+      "  init: {}.safetensors\n",
+      name);
   y += "  epochs: 5\n  batch_size: 32\n";
   y += "  optimizer: {type: sgd, lr: 0.001, momentum: 0.9}\n";
   y += "  seed: 42\n";
