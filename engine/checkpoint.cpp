@@ -619,19 +619,27 @@ std::string find_checkpoint(const std::string& path) {
   if (!fs::is_directory(path, ec)) return path;
   fs::path best;
   fs::file_time_type best_time;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    const fs::path& p = entry.path();
-    // Temporaries (".NAME.tmp...") and anything not a regular file (a FIFO would hang the read)
-    // are not checkpoints.
-    if (p.extension() != ".safetensors" || p.filename().string().front() == '.' ||
-        p.filename() == kBestCheckpoint || !entry.is_regular_file(ec))
-      continue;
-    auto t = entry.last_write_time(ec);
-    if (best.empty() || t > best_time || (t == best_time && p > best)) {
-      best = p;
-      best_time = t;
+  auto newest_in = [&](const fs::path& folder) {
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const fs::path& p = entry.path();
+      // Temporaries (".NAME.tmp...") and anything not a regular file (a FIFO would hang the
+      // read) are not checkpoints.
+      if (p.extension() != ".safetensors" || p.filename().string().front() == '.' ||
+          p.filename() == kBestCheckpoint || !entry.is_regular_file(ec))
+        continue;
+      auto t = entry.last_write_time(ec);
+      if (best.empty() || t > best_time || (t == best_time && p > best)) {
+        best = p;
+        best_time = t;
+      }
     }
-  }
+  };
+  newest_in(path);
+  // A run over several devices writes a sub-folder each (runs/lenet/cpu, runs/lenet/gpu): the
+  // newest of theirs.
+  if (best.empty())
+    for (const auto& entry : fs::directory_iterator(path, ec))
+      if (entry.is_directory(ec)) newest_in(entry.path());
   if (best.empty())
     throw CheckpointError(
         fmt::format("folder '{}' holds no .safetensors checkpoint", path),

@@ -102,7 +102,8 @@ CheckpointMeta restore_checkpoint(const std::string& path, Graph& graph, Optimiz
 inline constexpr const char* kBestCheckpoint = "best.safetensors";
 
 // The newest checkpoint in a folder (highest epoch-E.safetensors / interrupted files by time; not
-// the best one), or the file itself when `path` is a file; throws CheckpointError when none.
+// the best one), else the newest in its sub-folders (a run over several devices writes one each),
+// or the file itself when `path` is a file; throws CheckpointError when none.
 std::string find_checkpoint(const std::string& path);
 
 }  // namespace tandem

@@ -269,6 +269,7 @@ void parse_checkpoint(ConfigMap& train, Config& c) {
   k.keep = ckpt.get_int("keep", 0);
   if (k.keep < 0) ckpt.fail("keep", "expected 0 (keep all) or more checkpoints");
   k.best = ckpt.get_string("best", "");
+  k.final = ckpt.get_bool("final", true);
   if (!k.best.empty() && !find_epoch_metric(k.best)) {
     std::vector<std::string> names;
     for (const EpochMetric& m : epoch_metrics()) names.push_back(m.name);

@@ -163,6 +163,9 @@ struct CheckpointConfig {
   int64_t every = 1;  // epochs between checkpoints
   int64_t keep = 0;   // the newest kept in dir; 0: all
   std::string best;   // an epoch metric (engine/epoch_metric.h) for dir/best.safetensors, or none
+  // The finished run's model, written after its last epoch (into dir, else runs/<config name>/),
+  // so that eval, predict and export have it; false: not (only dir's checkpoints are written).
+  bool final = true;
 };
 
 struct TrainConfig {

@@ -23,6 +23,7 @@
 #include "engine/loss_scaling.h"
 #include "engine/progress.h"
 #include "engine/run_control.h"
+#include "engine/text.h"
 #include "tools/stop_signal.h"
 
 namespace tandem {
@@ -51,7 +52,8 @@ RunCheckpoints::RunCheckpoints(const Config& config, const std::string& device_l
       batch_size_(config.train.batch_size),
       class_names_(std::move(class_names)),
       quiet_(quiet),
-      writes_(writes) {
+      writes_(writes),
+      epochs_(config.train.epochs) {
   // Early stopping keeps the best epoch of the metric it watches, unless told another.
   if (cfg_.best.empty() && !cfg_.dir.empty() && config.train.early_stopping.enabled())
     cfg_.best = config.train.early_stopping.metric;
@@ -105,8 +107,10 @@ bool RunCheckpoints::improved(const TrainPosition& at) {
 
 void RunCheckpoints::write(TrainStep& step, const TrainPosition& at) {
   const bool stopping = at.stopping;
+  // The finished run's model: after its last epoch, or the one early stopping ends it after.
+  const bool final = cfg_.final && !stopping && at.batch == 0 && (at.epoch >= epochs_ || at.last);
   const bool periodic =
-      !cfg_.dir.empty() && at.batch == 0 && (at.epoch % cfg_.every == 0 || at.last);
+      (!cfg_.dir.empty() && at.batch == 0 && (at.epoch % cfg_.every == 0 || at.last)) || final;
   const bool best = improved(at);
   if (!periodic && !stopping && !best) return;
   std::error_code ec;
@@ -155,7 +159,12 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at) {
                       : fmt::format("epoch-{}-batch-{}.safetensors", at.epoch + 1, at.batch);
     last_path_ = (fs::path(dir_) / name).string();
     save_checkpoint(last_path_, step.graph(), step.optimizer(), meta);
-    if (!quiet_ || stopping)
+    if (final)  // quiet or not: where the run's model is
+      fmt::print("{}", fill_words(fmt::format("model: {} (eval, predict and export take "
+                                              "--checkpoint {})",
+                                              last_path_, dir_),
+                                  0, 2, output_width()));
+    else if (!quiet_ || stopping)
       fmt::print("checkpoint: {} (step {})\n", last_path_,
                  format_count(static_cast<double>(at.step)));
     if (!cfg_.dir.empty()) prune();

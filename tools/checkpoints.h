@@ -12,7 +12,8 @@ namespace tandem {
 
 // Writes DIR/epoch-E.safetensors after every `every` epochs and keeps the newest `keep`, and
 // DIR/best.safetensors when the epoch's `best` metric improved (never pruned); on a
-// stop (Ctrl-C) writes where the run stands, into DIR or runs/<config name>/ when no DIR is set.
+// stop (Ctrl-C) writes where the run stands, and after the run's last epoch its model (unless
+// train.checkpoint.final is false), into DIR or runs/<config name>/ when no DIR is set.
 // In a run over several devices each device writes to its own sub-folder (DIR/cpu-2, DIR/gpu).
 // As a run's callback it takes every epoch's figures and writes at every checkpoint event; in a
 // data-parallel run only the process that `writes` (rank 0) writes files.
@@ -56,6 +57,7 @@ class RunCheckpoints : public Callback {
   std::vector<EpochStats> history_;
   double best_ = 0;
   int64_t best_epoch_ = 0;  // 0: none yet
+  int64_t epochs_;          // the run's, so that its last epoch's model is written
 };
 
 // Removes all but the newest `keep` epoch-*.safetensors files of a folder (0: keeps all).

@@ -21,7 +21,9 @@
 #include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/json_text.h"
+#include "engine/progress.h"
 #include "engine/report.h"
+#include "engine/text.h"
 #include "layers/activation.h"
 #include "layers/batchnorm.h"
 #include "layers/conv2d.h"
@@ -579,9 +581,10 @@ int run_export(const RunRequest& r) {
   std::string dims;
   for (int64_t d : in.dims()) dims += fmt::format(", {}", d);
   const bool normalizes = !(m.config.data.mean.empty() && m.config.data.std.empty());
-  fmt::print("{}: ONNX opset {} (IR version {}), {} layers, {} parameters, {} bytes\n", r.onnx_path,
-             r.opset, kOnnxIrVersion, m.graph->layers().size(), m.graph->parameter_count(),
-             bytes.size());
+  fmt::print("{}: ONNX opset {} (IR version {}), {} layers, {} parameters, {}\n", r.onnx_path,
+             r.opset, kOnnxIrVersion, m.graph->layers().size(),
+             format_count(static_cast<double>(m.graph->parameter_count())),
+             format_bytes(bytes.size()));
   fmt::print(
       "  input  \"input\" (batch{}): {}\n", dims,
       r.fold_normalization || !normalizes

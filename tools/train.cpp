@@ -38,6 +38,7 @@
 #include "engine/user_message.h"
 #include "tools/app.h"
 #include "tools/checkpoints.h"
+#include "tools/plot.h"
 #include "tools/runner.h"
 #include "tools/stop_signal.h"
 #include "tools/tensorboard.h"
@@ -491,15 +492,22 @@ void report_result(const TrainCommand& t, const DeviceRun& run, double lr) {
                               0, 2, width));
   // A run that ends where guessing would is a run to hear about, not a success.
   const double chance = 1.0 / static_cast<double>(std::max<int64_t>(2, t.model.classes()));
-  if (t.data.test.size() > 0 && last.test_accuracy < 1.2 * chance + 0.01)
-    fmt::print("  {}", fill_words(fmt::format("note: {:.2f}% is about chance for {} classes "
-                                              "({:.0f}%): the model has not learnt; the usual "
-                                              "causes are a learning rate too high (this run's: "
-                                              "{:g}) or too low, too few epochs, or labels that "
-                                              "do not match their images",
-                                              100 * last.test_accuracy, t.model.classes(),
-                                              100 * chance, lr),
-                                  2, 4, width));
+  if (t.data.test.size() == 0 || last.test_accuracy >= 1.2 * chance + 0.01) return;
+  // Which way the rate is off, where it is far from the usual 1e-5 to 1.
+  const std::string rate = lr < 1e-5 ? fmt::format("a learning rate too low (this run's: {:g})", lr)
+                           : lr > 1.0
+                               ? fmt::format("a learning rate too high (this run's: {:g})", lr)
+                               : fmt::format(
+                                     "a learning rate too high (this run's: {:g}) "
+                                     "or too low",
+                                     lr);
+  fmt::print("  {}", fill_words(fmt::format("note: {:.2f}% is about chance for {} classes "
+                                            "({:.0f}%): the model has not learnt; the usual "
+                                            "causes are {}, too few epochs, or labels that "
+                                            "do not match their images",
+                                            100 * last.test_accuracy, t.model.classes(),
+                                            100 * chance, rate),
+                                2, 4, width));
 }
 
 // Device k's run of the list on `backend`, with the outputs the flags ask for. Returns the exit
@@ -571,8 +579,15 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
 }  // namespace
 
 int run_train(const RunRequest& r) {
+  // The command line's own mistakes before the config, the data and the banner.
+  if (!r.plot_path.empty()) check_plot_path(r.plot_path);
   TrainCommand t(r);
   if (!r.quiet) print_start(t);
+  if (r.log_every > 0 && r.metrics_path.empty() && r.plot_path.empty() && r.tensorboard.empty())
+    spdlog::warn(
+        "--log-every {} has nowhere to write: its figures go to the metrics file, the plot and "
+        "TensorBoard; add --metrics FILE, --plot FILE.png or --tensorboard DIR",
+        r.log_every);
   fmt::print("{}", skipped_report(t.data));
   // The outputs of every run of the list (each run's own are made in its turn). The plot checks
   // its path before the runs, not after them.

@@ -63,6 +63,11 @@ void check_flag_of(const std::string& a, const std::string& command) {
 tandem::UsageError unknown_argument(const std::string& a, const std::string& command) {
   std::vector<std::string> flags = tandem::flag_names();
   flags.insert(flags.end(), {"--help", "--version"});
+  // A config file given alone, as other trainers take it: the flag it needs.
+  if (!a.starts_with("-") && (a.ends_with(".yaml") || a.ends_with(".yml")))
+    return tandem::UsageError(
+        "unknown argument '" + a + "'; a config file is given with --config",
+        "trainer " + std::string(command == "train" ? "" : command + " ") + "--config " + a);
   const std::string guess = tandem::closest_name(a, flags);
   return tandem::UsageError("unknown argument '" + a + "'" + tandem::did_you_mean(guess),
                             "see " + help_of(command));

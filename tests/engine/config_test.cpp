@@ -360,7 +360,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"MisspelledCheckpointKey",
                   with("keep: 3", "kept: 3"),
                   {"bad.yaml:15:38: train.checkpoint: 'kept': unknown key",
-                   "expected one of: best, dir, every, keep"}},
+                   "expected one of: best, dir, every, final, keep"}},
         BadConfig{"CheckpointEveryZero",
                   with("every: 2", "every: 0"),
                   {"train.checkpoint: 'every': expected at least 1 epoch between checkpoints"}},

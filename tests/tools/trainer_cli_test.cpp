@@ -24,9 +24,9 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST(TrainerCli, HelpListsTheFlagsAndExitsZero) {
   Result r = trainer("--help");
   EXPECT_EQ(r.status, 0);
-  for (const char* flag : {"--config", "--device", "--epochs", "--batch-size", "--lr", "--seed",
-                           "--threads", "--metrics", "--quiet", "bench", "devices",
-                           "--checkpoint-dir", "--resume"})
+  for (const char* flag :
+       {"--config", "--device", "--epochs", "--batch-size", "--lr", "--seed", "--threads",
+        "--metrics", "--quiet", "bench", "devices", "--checkpoint-dir", "--resume"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
   EXPECT_NE(r.out.find("130 stopped by SIGINT, 143 by SIGTERM"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("7 checkpoint unreadable or mismatched"), std::string::npos) << r.out;
@@ -116,13 +116,43 @@ TEST(TrainerCli, ARunThatEndsAtChanceSaysSo) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(test accuracy ([0-9.]+)%)"))) << r.out;
   if (std::stod(m[1]) >= 31) GTEST_SKIP() << "this seed's untrained model beat chance: " << r.out;
-  EXPECT_NE(r.out.find("is about chance for 4 classes (25%): the model has not learnt; the usual "
-                       "causes are a learning rate too high (this run's: 1e-09) or too low"),
+  // Filled to 80 columns: compared with its lines joined.
+  const std::string joined = std::regex_replace(r.out, std::regex("\\s+"), " ");
+  EXPECT_NE(joined.find("is about chance for 4 classes (25%): the model has not learnt; the usual "
+                        "causes are a learning rate too low (this run's: 1e-09), too few epochs"),
             std::string::npos)
       << r.out;
   Result learnt = trainer("--config " + source("configs/mlp.yaml") + " --epochs 1 --quiet");
   ASSERT_EQ(learnt.status, 0) << learnt.out;
   EXPECT_EQ(learnt.out.find("about chance"), std::string::npos) << learnt.out;
+}
+
+TEST(TrainerCli, AConfigFileGivenAloneNamesTheConfigFlag) {
+  Result r = trainer("configs/lenet.yaml");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("a config file is given with --config"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hint: trainer --config configs/lenet.yaml"), std::string::npos) << r.out;
+  r = trainer("bench configs/lenet.yaml");
+  EXPECT_NE(r.out.find("hint: trainer bench --config configs/lenet.yaml"), std::string::npos)
+      << r.out;
+}
+
+// The command line's mistakes come before the banner, and a flag with nowhere to write says so.
+TEST(TrainerCli, APlotPathOfAnotherKindIsRefusedBeforeTheBanner) {
+  Result r = trainer("--config " + source("configs/mlp.yaml") + " --plot curves.jpg");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_EQ(r.out.find("tandem "), std::string::npos) << "the banner came first: " << r.out;
+}
+
+TEST(TrainerCli, LogEveryWithNowhereToWriteSaysSo) {
+  const std::string config = tandem::test::write_dense_config(
+      "log_every", {.data = "train_size: 32, test_size: 8", .train = "epochs: 1, batch_size: 8"});
+  Result r = trainer("--config " + config + " --quiet --log-every 2");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: --log-every 2 has nowhere to write"), std::string::npos) << r.out;
+  r = trainer("--config " + config + " --quiet --log-every 2 --metrics " + ::testing::TempDir() +
+              "log_every.jsonl");
+  EXPECT_EQ(r.out.find("nowhere to write"), std::string::npos) << r.out;
 }
 
 TEST(TrainerCli, UnknownFlagIsAUsageError) {
@@ -132,8 +162,8 @@ TEST(TrainerCli, UnknownFlagIsAUsageError) {
 }
 
 TEST(TrainerCli, BadConfigExitsThreeWithFileAndLine) {
-  std::string path = write_temp("bad_layer.yaml",
-                                "input: {shape: [1, 8, 8]}\nlayers:\n  - flatten\n  - dense: {unit: 10}\n");
+  std::string path = write_temp(
+      "bad_layer.yaml", "input: {shape: [1, 8, 8]}\nlayers:\n  - flatten\n  - dense: {unit: 10}\n");
   Result r = trainer("--config " + path + " --quiet");
   EXPECT_EQ(r.status, 3);
   EXPECT_NE(r.out.find("bad_layer.yaml:4:12: layer 2 (dense): missing required key 'units'"),
@@ -158,7 +188,8 @@ TEST(TrainerCli, MissingDataFolderExitsFourNamingItAndTheFlagItCameFrom) {
 std::string mnist_config(const std::string& name, const std::string& data) {
   return write_temp(name + ".yaml",
                     "input: {shape: [1, 28, 28]}\nlayers:\n  - flatten\n  - dense: {units: 10}\n"
-                    "data: " + data + "\n");
+                    "data: " +
+                        data + "\n");
 }
 
 TEST(TrainerCli, MissingDataFolderFromTheConfigNamesTheKeyAndTheFile) {
@@ -181,7 +212,8 @@ TEST(TrainerCli, MissingTestFolderNamesDataTest) {
   Result r = trainer("--config " + config + " --quiet");
   EXPECT_EQ(r.status, 4);
   EXPECT_NE(r.out.find("error: the MNIST test data folder '/nonexistent/t', given by data.test "
-                       "in " + config + ", does not exist"),
+                       "in " +
+                       config + ", does not exist"),
             std::string::npos)
       << r.out;
 }
@@ -297,9 +329,9 @@ TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
     ++lines;
     EXPECT_EQ(line.front(), '{');
     EXPECT_EQ(line.back(), '}');
-    for (const char* key : {"\"device\": \"cpu\"", "\"epoch\": ", "\"train_loss\": ", "\"train_accuracy\": ",
-                            "\"test_loss\": ", "\"test_accuracy\": ", "\"seconds\": ",
-                            "\"images_per_second\": "})
+    for (const char* key :
+         {"\"device\": \"cpu\"", "\"epoch\": ", "\"train_loss\": ", "\"train_accuracy\": ",
+          "\"test_loss\": ", "\"test_accuracy\": ", "\"seconds\": ", "\"images_per_second\": "})
       EXPECT_NE(line.find(key), std::string::npos) << key << " in " << line;
   }
   EXPECT_EQ(lines, 2);
@@ -307,7 +339,7 @@ TEST(TrainerCli, MetricsFileHasOneJsonLinePerEpoch) {
 
 TEST(TrainerCli, BenchJsonHasTheDocumentedKeys) {
   Result r = trainer("bench --config " + source("configs/lenet.yaml") +
-                  " --device cpu --batch-size 8 --steps 2 --warmup 1 --json");
+                     " --device cpu --batch-size 8 --steps 2 --warmup 1 --json");
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* key : {"\"device\": \"cpu\"", "\"config\": \"lenet\"", "\"batch_size\": 8",
                           "\"train_images_per_second\": ", "\"infer_images_per_second\": ",
