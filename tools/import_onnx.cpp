@@ -1237,20 +1237,28 @@ std::string metadata(const onnx::ModelProto& m, const std::string& key) {
   return "";
 }
 
-// "[0.5, 0.25]" (export's JSON lists of numbers) -> values; empty where it is not one.
-std::vector<float> number_list(const std::string& text) {
-  std::vector<float> out;
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return {};
-  std::istringstream in(text.substr(1, text.size() - 2));
-  std::string item;
-  while (std::getline(in, item, ',')) {
+// "0.5,0.25,1": comma-separated numbers, each read whole and finite; nullopt where one is not.
+std::optional<std::vector<double>> numbers(const std::string& text) {
+  std::vector<double> out;
+  for (const std::string& item : split(text, ',')) {
+    size_t used = 0;
+    double x = 0;
     try {
-      out.push_back(std::stof(item));
+      x = std::stod(item, &used);
     } catch (const std::exception&) {
-      return {};
+      return std::nullopt;
     }
+    if (used != item.size() || !std::isfinite(x)) return std::nullopt;
+    out.push_back(x);
   }
   return out;
+}
+
+// "[0.5, 0.25]" (export's JSON lists of numbers) -> values; empty where it is not one.
+std::vector<float> number_list(const std::string& text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']') return {};
+  const auto v = numbers(text.substr(1, text.size() - 2));
+  return v ? std::vector<float>(v->begin(), v->end()) : std::vector<float>{};
 }
 
 std::string floats_text(const std::vector<float>& v) {
@@ -1274,24 +1282,8 @@ void parse_normalize(const std::string& text, int64_t channels, std::vector<floa
   }
   const size_t colon = text.find(':');
   auto values = [&](const std::string& part) {
-    std::vector<float> v;
-    std::istringstream in(part);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      size_t used = 0;
-      float x = 0;
-      try {
-        x = std::stof(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != item.size() || !std::isfinite(x))
-        v.clear(), v.push_back(NAN);
-      else
-        v.push_back(x);
-      if (std::isnan(v.back())) break;
-    }
-    return v;
+    const auto v = numbers(part);
+    return v ? std::vector<float>(v->begin(), v->end()) : std::vector<float>{NAN};
   };
   if (colon != std::string::npos) {
     mean = values(text.substr(0, colon));
@@ -1386,21 +1378,13 @@ int run_import(const RunRequest& r) {
   const std::string& path = r.inputs[0];
   std::optional<Shape> shape;
   if (!r.input_shape.empty()) {
+    const auto v = numbers(r.input_shape);
     std::vector<int64_t> dims;
-    std::istringstream in(r.input_shape);
-    std::string item;
-    while (std::getline(in, item, ',')) {
-      size_t used = 0;
-      int64_t d = 0;
-      try {
-        d = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != item.size() || d <= 0)
+    for (double d : v ? *v : std::vector<double>{0}) {
+      if (d <= 0 || d != std::floor(d) || d > 1e9)
         throw UsageError("--input-shape '" + r.input_shape + "' is not positive whole numbers",
                          "e.g. --input-shape 3,224,224 (channels, height, width)");
-      dims.push_back(d);
+      dims.push_back(static_cast<int64_t>(d));
     }
     shape = Shape(dims);
   }

@@ -48,6 +48,23 @@ std::vector<float> values(const Tensor& t) {
 
 void set_values(Tensor& t, const std::vector<float>& v) { t.backend().upload(t, v.data()); }
 
+// kMixed on a backend, allocated for batches of 8, with its training step.
+struct Mixed {
+  explicit Mixed(const std::string& device)
+      : config(parse_config(kMixed, "test.yaml")),
+        backend(create_backend(device, {})),
+        graph(std::make_unique<Graph>(config)),
+        loss(make_loss(config.loss)) {
+    graph->allocate(*backend, 8, 3);
+    step = std::make_unique<TrainStep>(*graph, *loss, *backend, config.train.optimizer, 3);
+  }
+  Config config;
+  std::unique_ptr<Backend> backend;  // before the graph: its tensors go first
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Loss> loss;
+  std::unique_ptr<TrainStep> step;
+};
+
 class Freeze : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -81,12 +98,9 @@ class Freeze : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(Freeze, FrozenWeightsStayBitForBitWhileTheOthersTrain) {
-  Config config = parse_config(kMixed, "test.yaml");
-  auto backend = create_backend(GetParam(), {});
-  Graph graph(config);
-  auto loss = make_loss(config.loss);
-  graph.allocate(*backend, 8, 3);
-  TrainStep step(graph, *loss, *backend, config.train.optimizer, 3);
+  Mixed m(GetParam());
+  Graph& graph = *m.graph;
+  TrainStep& step = *m.step;
   std::map<std::string, std::vector<float>> before;
   for (Param* p : graph.params()) before[p->name] = values(p->value);
   for (auto& [name, t] : graph.buffers()) before[name] = values(t);
@@ -108,12 +122,9 @@ TEST_P(Freeze, FrozenWeightsStayBitForBitWhileTheOthersTrain) {
 }
 
 TEST_P(Freeze, FrozenLayersHaveNoOptimizerState) {
-  Config config = parse_config(kMixed, "test.yaml");
-  auto backend = create_backend(GetParam(), {});
-  Graph graph(config);
-  auto loss = make_loss(config.loss);
-  graph.allocate(*backend, 8, 3);
-  TrainStep step(graph, *loss, *backend, config.train.optimizer, 3);
+  Mixed m(GetParam());
+  Graph& graph = *m.graph;
+  TrainStep& step = *m.step;
   std::set<std::string> names;
   for (const auto& [name, t] : checkpoint_tensors(graph, step.optimizer())) names.insert(name);
   EXPECT_TRUE(names.count("dense_2.weight"));  // the weights are the model's, saved
