@@ -220,10 +220,13 @@ namespace {
 
 // What to train in instead where a backend has no kernels for a 16-bit precision.
 std::string precision_hint(Precision p, bool cpu) {
+  // A GPU is offered by trainer devices, which says whether this machine has one that runs.
   if (cpu)
     return p == Precision::kF16
-               ? "use --precision bf16 or fp32 on the CPU, or fp16 on a GPU (--device gpu)"
-               : "use --precision fp32 here, or bf16 on a GPU (--device gpu)";
+               ? "use --precision bf16 or fp32 on the CPU (fp16 runs on GPUs: trainer devices "
+                 "says what this machine has)"
+               : "use --precision fp32 here (bf16 runs on CPUs with AVX512-BF16 and on GPUs: "
+                 "trainer devices says what this machine has)";
   return p == Precision::kBF16 ? "use --precision fp16 or fp32 on this GPU (trainer devices "
                                  "says which precisions it runs natively)"
                                : "use --precision fp32 on this GPU";

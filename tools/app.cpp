@@ -223,22 +223,38 @@ std::string reason_of(const Error& e) {
 }
 
 std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
-                                const std::function<BackendOptions(const DeviceSpec&)>& options) {
+                                const std::function<BackendOptions(const DeviceSpec&)>& options,
+                                const std::string& config_precision) {
   std::vector<Started> out(devices.size());
   if (devices.size() < 2) return out;  // a lone device's error is the command's
+  auto cannot_run = [&](size_t k, const std::string& cause, const std::string& hint) {
+    out[k].reason = hint.empty() ? user_message(cause) : user_message(cause) + "; " + hint;
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {} cannot run: {}\n{}the other devices run; its row says not run\n",
+               devices[k].label, user_message(cause), hint.empty() ? "" : "hint: " + hint + "\n");
+  };
   for (size_t k = 0; k < devices.size(); ++k) {
     if (devices[k].backend != "gpu") continue;
     try {
       out[k].backend = create_backend("gpu", options(devices[k]));
     } catch (const Error& e) {
       if (e.code() != ExitCode::kDevice) throw;
-      out[k].reason = reason_of(e);
-      std::fflush(stdout);
-      fmt::print(stderr,
-                 "error: {} cannot run: {}\n{}the other devices run; its row says not run\n",
-                 devices[k].label, user_message(e.cause()),
-                 e.hint().empty() ? "" : "hint: " + e.hint() + "\n");
+      cannot_run(k, e.cause(), e.hint());
     }
+  }
+  // Each (device, precision) pair of the list is checked before any trains: a precision this
+  // CPU has no kernels for is told now, not after the devices before it.
+  for (size_t k = 0; k < devices.size(); ++k) {
+    if (!out[k].reason.empty()) continue;
+    const std::string& precision =
+        devices[k].precision.empty() ? config_precision : devices[k].precision;
+    std::unique_ptr<Backend> probe;
+    if (!out[k].backend) probe = create_backend(devices[k].backend, options(devices[k]));
+    const Backend& b = out[k].backend ? *out[k].backend : *probe;
+    if (std::string why; !b.supports_dtype(activation_dtype(parse_precision(precision)), &why))
+      cannot_run(k, "precision " + precision + " on " + b.name() + ": " + why,
+                 "use --precision fp32 on it; trainer devices says which precisions each device "
+                 "of this machine runs");
   }
   return out;
 }

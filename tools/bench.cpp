@@ -290,7 +290,7 @@ int run_bench(const RunRequest& r) {
     return o;
   };
   for (const std::string& w : bench_machine_warnings(config, devices)) spdlog::warn("{}", w);
-  std::vector<Started> started = start_gpus(devices, options_of);
+  std::vector<Started> started = start_gpus(devices, options_of, config.precision);
   std::vector<BenchRow> rows;
   for (size_t k = 0; k < devices.size(); ++k) {
     const DeviceSpec& device = devices[k];

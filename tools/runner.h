@@ -42,15 +42,17 @@ std::vector<DeviceSpec> parse_devices(const RunRequest& r);
 // The cause of a failure on one device of a list, with its hint, for the table's notes.
 std::string reason_of(const Error& e);
 
-// A device list's GPUs start before any device runs, so that one that cannot run here is told at
-// once rather than after the devices before it (a CPU run of many epochs). By list position: the
-// started backend, or why it could not start; CPU entries stay empty (each starts in its turn).
+// A device list's GPUs start before any device runs, and every device's precision (its own, else
+// `config_precision`) is checked, so that one that cannot run here is told at once rather than
+// after the devices before it (a CPU run of many epochs). By list position: the started backend,
+// or why it cannot run; CPU entries stay empty (each starts in its turn).
 struct Started {
   std::unique_ptr<Backend> backend;
   std::string reason;  // not empty: it cannot run
 };
 std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
-                                const std::function<BackendOptions(const DeviceSpec&)>& options);
+                                const std::function<BackendOptions(const DeviceSpec&)>& options,
+                                const std::string& config_precision);
 
 // --log-placement's table: the library primitive or algorithm behind each layer's ops.
 void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,

@@ -597,8 +597,9 @@ int run_train(const RunRequest& r) {
     t.metrics = std::make_shared<MetricsWriter>(r.metrics_path, t.val.size() > 0);
   // In a data-parallel run a device that fails in one process ends them all (below).
   auto options_of = [&](const DeviceSpec& d) { return t.backend_options_of(d); };
-  std::vector<Started> started = t.comm.size() > 1 ? std::vector<Started>(t.devices.size())
-                                                   : start_gpus(t.devices, options_of);
+  std::vector<Started> started = t.comm.size() > 1
+                                     ? std::vector<Started>(t.devices.size())
+                                     : start_gpus(t.devices, options_of, t.config.precision);
   std::vector<DeviceRun> runs;
   for (size_t k = 0; k < t.devices.size(); ++k) {
     DeviceRun run{t.devices[k], started[k].reason, {}};

@@ -194,7 +194,8 @@ TEST(MixedPrecisionRun, Fp16OnTheCpuIsRefusedWithTheFix) {
                        "precision (use bf16)"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("hint: use --precision bf16 or fp32 on the CPU, or fp16 on a GPU"),
+  EXPECT_NE(r.out.find("hint: use --precision bf16 or fp32 on the CPU (fp16 runs on GPUs: "
+                       "trainer devices says what this machine has)"),
             std::string::npos)
       << r.out;
 }
@@ -219,6 +220,13 @@ TEST(MixedPrecisionRun, ACpuWithoutBf16InstructionsIsRefusedAndDevicesSaysSo) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("Epoch 1/1"), std::string::npos) << "nothing trains: " << r.out;
+  // Beside fp32 in a list: told before fp32 trains, which still runs; exit status 8.
+  r = test::run_trainer_with(avx2, "--config " + small_config("no_bf16_list", "epochs: 1") +
+                                       " --precision fp32,bf16 --quiet");
+  EXPECT_EQ(r.status, 8) << r.out;
+  const size_t told = r.out.find("error: cpu bf16 cannot run: precision bf16 on cpu");
+  ASSERT_NE(told, std::string::npos) << r.out;
+  EXPECT_LT(told, r.out.find("cpu fp32: test accuracy")) << r.out;
   SKIP_WITHOUT_BF16();
   auto native = run_trainer("devices");
   EXPECT_NE(native.out.find("bf16     native"), std::string::npos) << native.out;
