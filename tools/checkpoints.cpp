@@ -85,12 +85,16 @@ void RunCheckpoints::checkpoint(const Checkpoint& c) {
   if (writes_) write(c.step, c.at);
 }
 
-void RunCheckpoints::resumed(const CheckpointMeta& meta) {
+void RunCheckpoints::resumed(const CheckpointMeta& meta, const std::string& file) {
   for (const EpochStats& e : meta.history)
     if (e.epoch <= meta.epoch) history_.push_back(e);
   if (meta.best_epoch == 0 || meta.best_metric != cfg_.best) return;
   best_ = meta.best_value;
   best_epoch_ = meta.best_epoch;
+  // Where the resumed run kept it: its folder, which may be another than this run's.
+  std::error_code ec;
+  const fs::path kept = fs::path(file).parent_path() / kBestCheckpoint;
+  if (fs::is_regular_file(kept, ec)) best_path_ = kept.string();
 }
 
 bool RunCheckpoints::improved(const TrainPosition& at) {
@@ -172,6 +176,7 @@ void RunCheckpoints::write(TrainStep& step, const TrainPosition& at) {
   if (best) {
     const std::string path = (fs::path(dir_) / kBestCheckpoint).string();
     save_checkpoint(path, step.graph(), step.optimizer(), meta);
+    best_path_ = path;
     if (!quiet_)
       fmt::print("new best {} {} at epoch {} -> {}\n", cfg_.best,
                  metric_text(*find_epoch_metric(cfg_.best), best_), at.epoch, path);
@@ -205,7 +210,10 @@ std::string RunCheckpoints::early_stop_note() const {
     return "  no checkpoint folder was set: --checkpoint-dir DIR keeps the best epoch and the last";
   std::string note = "  last epoch: " + last_path_;
   if (best_epoch_)
-    note += fmt::format("; best: {} ({} {}, epoch {})", (fs::path(dir_) / kBestCheckpoint).string(),
+    note += fmt::format("; best: {} ({} {}, epoch {})",
+                        best_path_.empty() ? "not kept (epoch " + std::to_string(best_epoch_) +
+                                                 " was written by the run resumed, elsewhere)"
+                                           : best_path_,
                         cfg_.best, metric_text(*find_epoch_metric(cfg_.best), best_), best_epoch_);
   return note;
 }

@@ -30,8 +30,8 @@ class RunCheckpoints : public Callback {
   // A second Ctrl-C during the write waits for the checkpoint to be whole.
   void checkpoint(const Checkpoint& c) override;
   // --resume: the epochs before the resume, and the best of them (same metric only), from the
-  // checkpoint resumed.
-  void resumed(const CheckpointMeta& meta);
+  // checkpoint resumed (`file`), whose folder holds that best epoch's file.
+  void resumed(const CheckpointMeta& meta, const std::string& file);
   // Every epoch of the run so far, those before a resume included.
   const std::vector<EpochStats>& history() const { return history_; }
   const std::string& last_path() const { return last_path_; }
@@ -57,6 +57,7 @@ class RunCheckpoints : public Callback {
   std::vector<EpochStats> history_;
   double best_ = 0;
   int64_t best_epoch_ = 0;  // 0: none yet
+  std::string best_path_;   // where best_epoch_'s checkpoint is; empty: not kept
   int64_t epochs_;          // the run's, so that its last epoch's model is written
 };
 

@@ -549,7 +549,8 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
   if (!r.resume.empty()) {
     checkpoints->resumed(
         resume_from(r.resume, c, options, r.quiet,
-                    ShardedSource(train_src, t.comm.rank(), t.comm.size()).batches_per_epoch()));
+                    ShardedSource(train_src, t.comm.rank(), t.comm.size()).batches_per_epoch()),
+        find_checkpoint(r.resume));
     options.earlier = checkpoints->history();
     if (t.metrics) t.metrics->continue_after(options.earlier);
     if (t.plot) t.plot->resumed(options.earlier);

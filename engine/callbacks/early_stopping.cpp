@@ -23,9 +23,9 @@ void EarlyStopping::epoch_end(const EpochEnd& e) {
   e.state.stop = true;
   const EarlyStoppingConfig& c = train_.early_stopping;
   fmt::print(out_,
-             "early stopping: {} has not improved by more than {:g} for {} epoch{} (best {} at "
-             "epoch {}); the run ends after epoch {} of {}\n",
-             watch_.metric().name, c.min_delta, c.patience, c.patience == 1 ? "" : "s",
+             "early stopping: {} has not improved by more than {:g} for {} epoch{} (best by "
+             "more than {:g}: {} at epoch {}); the run ends after epoch {} of {}\n",
+             watch_.metric().name, c.min_delta, c.patience, c.patience == 1 ? "" : "s", c.min_delta,
              metric_text(watch_.metric(), watch_.best()), watch_.best_epoch(), e.stats.epoch,
              train_.epochs);
   std::fflush(out_);

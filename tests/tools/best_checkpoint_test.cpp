@@ -106,7 +106,8 @@ CheckpointMeta best_before_resume(const std::string& metric, double value, int64
 
 TEST(BestCheckpoint, AResumedRunKeepsTheBestOfTheEpochsBeforeTheResume) {
   EpochWriter run("ckpt_best_resumed");
-  run.checkpoints.resumed(best_before_resume("test_accuracy", 0.9, 2));
+  run.checkpoints.resumed(best_before_resume("test_accuracy", 0.9, 2),
+                          run.dir + "/epoch-2.safetensors");
   run.epoch(3, 0.8);  // worse than epoch 2: best.safetensors is not written
   EXPECT_TRUE(fs::exists(run.dir + "/epoch-3.safetensors"));
   EXPECT_FALSE(fs::exists(run.dir + "/best.safetensors"));
@@ -120,9 +121,36 @@ TEST(BestCheckpoint, AResumedRunKeepsTheBestOfTheEpochsBeforeTheResume) {
   EXPECT_EQ(m.best_epoch, 4);
 }
 
+// Resumed from another folder: the best epoch's file is named where the resumed run kept it, or
+// said not to be kept, never a path in this run's folder that does not exist.
+TEST(BestCheckpoint, AfterAResumeFromAnotherFolderTheBestIsNamedWhereItIs) {
+  const std::string before = ::testing::TempDir() + "ckpt_best_elsewhere";
+  fs::remove_all(before);
+  fs::create_directories(before);
+  {
+    EpochWriter run("ckpt_best_resumed_here");
+    run.checkpoints.resumed(best_before_resume("test_accuracy", 0.9, 2),
+                            before + "/epoch-2.safetensors");
+    run.epoch(3, 0.8);
+    const std::string note = run.checkpoints.early_stop_note();
+    EXPECT_NE(note.find("best: not kept (epoch 2 was written by the run resumed"),
+              std::string::npos)
+        << note;
+  }
+  std::ofstream(before + "/best.safetensors") << "x";
+  EpochWriter run("ckpt_best_resumed_here");
+  run.checkpoints.resumed(best_before_resume("test_accuracy", 0.9, 2),
+                          before + "/epoch-2.safetensors");
+  run.epoch(3, 0.8);
+  const std::string note = run.checkpoints.early_stop_note();
+  EXPECT_NE(note.find("best: " + before + "/best.safetensors (test_accuracy"), std::string::npos)
+      << note;
+}
+
 TEST(BestCheckpoint, ABestByAnotherMetricBeforeTheResumeIsNotCompared) {
   EpochWriter run("ckpt_best_other_metric");
-  run.checkpoints.resumed(best_before_resume("test_loss", 0.01, 2));
+  run.checkpoints.resumed(best_before_resume("test_loss", 0.01, 2),
+                          run.dir + "/epoch-2.safetensors");
   run.epoch(3, 0.8);
   ASSERT_TRUE(fs::exists(run.dir + "/best.safetensors"));
   EXPECT_EQ(read_checkpoint_meta(run.dir + "/best.safetensors").best_epoch, 3);

@@ -28,8 +28,8 @@ TEST(EarlyStoppingCallback, StopsAfterPatienceEpochsWithoutImprovementAndSaysWhy
   EXPECT_EQ(out.text(), "");
   EXPECT_TRUE(end_epoch(c, val_epoch(4, 0.91)));
   EXPECT_EQ(out.text(),
-            "early stopping: val_loss has not improved by more than 0 for 2 epochs (best 0.9000 "
-            "at epoch 2); the run ends after epoch 4 of 20\n");
+            "early stopping: val_loss has not improved by more than 0 for 2 epochs (best by more "
+            "than 0: 0.9000 at epoch 2); the run ends after epoch 4 of 20\n");
 }
 
 TEST(EarlyStoppingCallback, AnEpochCutShortByMaxStepsDecidesNothing) {
@@ -51,8 +51,9 @@ TEST(EarlyStoppingCallback, AResumedRunReplaysTheEpochsBeforeIt) {
   test::RunStartOf start(before);
   c.run_start(start.event());
   EXPECT_TRUE(end_epoch(c, val_epoch(3, 1.05)));  // the second epoch without improvement
-  EXPECT_NE(out.text().find("(best 1.0000 at epoch 1); the run ends after epoch 3 of 20"),
-            std::string::npos)
+  EXPECT_NE(
+      out.text().find("(best by more than 0: 1.0000 at epoch 1); the run ends after epoch 3 of 20"),
+      std::string::npos)
       << out.text();
 }
 
