@@ -157,8 +157,10 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                                              " files directly, such as '" + loose[0] + "')"),
                     kLayoutHint);
   if (!loose.empty())
-    spdlog::warn("{}: {} files outside the class sub-folders are not used (such as '{}')", folder,
-                 loose.size(), loose[0]);
+    spdlog::warn(
+        "{}: {} outside the class sub-folders {} not used (such as '{}')", folder,
+        loose.size() == 1 ? std::string("1 file") : std::to_string(loose.size()) + " files",
+        loose.size() == 1 ? "is" : "are", loose[0]);
 
   const bool train = known_classes.empty();
   if (train && classes > 0 && static_cast<int>(class_dirs.size()) > classes)
@@ -193,7 +195,9 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
                                   : ""),
                       std::string("put ") + kImageKinds + " images in it, or remove the folder");
     if (others)
-      spdlog::warn("{}: {} files that are not {} images are not used", dir, others, kImageKinds);
+      spdlog::warn("{}: {} that {} not {} images {} not used", dir,
+                   others == 1 ? std::string("1 file") : std::to_string(others) + " files",
+                   others == 1 ? "is" : "are", kImageKinds, others == 1 ? "is" : "are");
     found.push_back(std::move(cf));
   }
 

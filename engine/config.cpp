@@ -517,6 +517,56 @@ void explain_yaml_error(const std::string& text, const YAML::ParserException& e,
                                                content(b.line), closer(b.bracket))
                                  : fmt::format("add the '{}' that ends it", closer(b.bracket)));
   }
+  // Indentation slips: a line indented under one whose value is already given, or one that
+  // lines up with no key above it. Named at the line whose indentation is off, with the lines it
+  // must line up with.
+  auto indent = [&](int i) {
+    const std::string& l = lines[static_cast<size_t>(i)];
+    const size_t n = l.find_first_not_of(' ');
+    return n == std::string::npos ? 0 : static_cast<int>(n);
+  };
+  // The nearest line above `i` indented less than `width` (its mapping's key), or -1.
+  auto parent_of = [&](int i, int width) {
+    for (int k = i - 1; k >= 0; --k)
+      if (!content(k).empty() && indent(k) < width) return k;
+    return -1;
+  };
+  auto quoted = [&](int i) { return "'" + content(i) + "' (line " + std::to_string(i + 1) + ")"; };
+  auto spaces = [](int n) { return std::to_string(n) + (n == 1 ? " space" : " spaces"); };
+  if (at >= 0 && before >= 0 && !content(at).empty()) {
+    const std::string above = content(before);
+    const bool above_has_value =
+        above.back() != ':' && above.find(": ") != std::string::npos && above.front() != '-';
+    if (e.msg == YAML::ErrorMsg::MAP_VALUE && indent(at) > indent(before) && above_has_value) {
+      // The section the line above belongs to: the nearest line above it indented as much or
+      // less, where that is a key without a value ("train:").
+      int parent = -1;
+      for (int k = before - 1; k >= 0 && parent < 0; --k)
+        if (!content(k).empty() && indent(k) <= indent(before))
+          parent = content(k).back() == ':' ? k : -2;
+      std::string hint = "keys of one mapping line up: indent line " + std::to_string(at + 1) +
+                         " by " + spaces(indent(before)) + ", as line " +
+                         std::to_string(before + 1);
+      if (parent >= 0 && content(parent).back() == ':' && indent(before) <= indent(parent))
+        hint = "to put both under " + quoted(parent) + ", indent line " +
+               std::to_string(before + 1) + " by " + spaces(indent(at)) + " as line " +
+               std::to_string(at + 1);
+      throw ConfigError(fmt::format("{}:{}:1: malformed YAML: '{}' is indented more ({}) than {} "
+                                    "above it, whose value is already given",
+                                    file, at + 1, content(at), spaces(indent(at)), quoted(before)),
+                        hint);
+    }
+    if (e.msg == YAML::ErrorMsg::END_OF_MAP && indent(at) < indent(before)) {
+      const int parent = parent_of(at, indent(at));
+      const std::string under = parent >= 0 ? " under " + quoted(parent) : "";
+      throw ConfigError(
+          fmt::format("{}:{}:1: malformed YAML: '{}' ({}) lines up with no key{}: "
+                      "{} above it is at {}",
+                      file, at + 1, content(at), spaces(indent(at)), under, quoted(before),
+                      spaces(indent(before))),
+          "indent the keys of one mapping alike, e.g. " + spaces(indent(at)) + " each");
+    }
+  }
   if (e.msg == YAML::ErrorMsg::MAP_VALUE && before >= 0) {
     const std::string c = content(before);
     if (c.find(':') == std::string::npos && std::string("-{[").find(c[0]) == std::string::npos) {

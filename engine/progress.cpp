@@ -181,7 +181,7 @@ ProgressFigures ProgressBar::figures(bool final) const {
   f.images_per_second = ips_;
   f.loss_scale = scale_;
   f.final = final;
-  const int64_t after = run_.epochs - run_.epoch - 1;
+  const int64_t after = run_.epochs - run_.epoch - 1 + run_.later_epochs;
   if (after > 0 && done_ > 0) {
     const double epoch = run_.epoch_seconds > 0
                              ? run_.epoch_seconds

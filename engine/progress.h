@@ -29,6 +29,9 @@ struct ProgressRun {
   // Mean wall time of this run's finished epochs, evaluation included; 0: none has finished, and
   // this epoch's projected time stands for the others.
   double epoch_seconds = 0;
+  // Epochs of the devices after this one in a device list, which the run's time left counts at
+  // this device's pace (the best guess before they start).
+  int64_t later_epochs = 0;
 };
 
 // The figures of one line of the bar.

@@ -24,7 +24,8 @@ void add_standard_callbacks(Callbacks& callbacks, const Config& config, const Gr
   if (options.log_every > 0)
     callbacks.add(std::make_shared<StepLog>(options.log_every, options.device_label, callbacks));
   if (options.progress) {
-    callbacks.add(std::make_shared<ProgressLine>(options.verbose));
+    callbacks.add(std::make_shared<ProgressLine>(options.verbose, ProgressOutput::standard(),
+                                                 options.later_epochs));
     callbacks.add(std::make_shared<ParallelReport>());
   }
   callbacks.add_all(options.callbacks);

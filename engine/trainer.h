@@ -41,7 +41,9 @@ struct TrainOptions {
   std::string device_label = "cpu";  // what the metrics and tables call this run
   bool progress = true;              // the per-epoch progress bar
   int verbose = 1;                   // with progress: 1 the bar, 2 one line per epoch
-  int64_t max_steps = -1;            // stop after this many steps (tests); -1: every epoch
+  // The epochs of the devices after this run's in a device list: the bar's run ETA counts them.
+  int64_t later_epochs = 0;
+  int64_t max_steps = -1;  // stop after this many steps (tests); -1: every epoch
   // Every `log_every` steps (0: never), the means over those steps reach the callbacks
   // (Callback::logged; --log-every).
   int64_t log_every = 0;

@@ -259,6 +259,49 @@ std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
   return out;
 }
 
+double load_average() {
+  double load[1] = {0};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+std::vector<std::string> machine_warnings(const Config& config,
+                                          const std::vector<DeviceSpec>& devices, double load,
+                                          int cores) {
+  std::vector<std::string> out;
+  if (load >= 0.5 * cores)
+    out.push_back(
+        fmt::format("the load average is {:.2f} on {} core{}: other work shares the "
+                    "cores, so the figures will be lower and noisier than on a quiet "
+                    "machine",
+                    load, cores, cores == 1 ? "" : "s"));
+  for (const DeviceSpec& d : devices) {
+    const int threads = d.backend != "cpu" ? 0 : d.index > 0 ? d.index : config.train.threads;
+    if (threads > cores)
+      out.push_back(
+          fmt::format("{} threads on {} core{}: the threads take turns on the cores, "
+                      "which slows every step; give {} or fewer",
+                      threads, cores, cores == 1 ? "" : "s", cores));
+  }
+  return out;
+}
+
+std::string load_note(double load, int cores) {
+  if (load < 0.5 * cores) return "";
+  return fmt::format(
+      "the load average was {:.2f} on {} core{} as the devices trained: other work shared the "
+      "cores, so the times, images/s and speedups above are unreliable; compare on a quiet "
+      "machine",
+      load, cores, cores == 1 ? "" : "s");
+}
+
+InfoRows run_device_rows(const Backend& backend, const std::string& precision) {
+  InfoRows rows = backend.info();
+  if (precision != "bf16")
+    std::erase_if(
+        rows, [](const auto& row) { return row.first == "bf16" && row.second.starts_with("no"); });
+  return rows;
+}
+
 void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,
                      const std::string& device) {
   const std::string own = backend.name() == "gpu" ? "tandem CUDA kernels" : "tandem OpenMP loops";

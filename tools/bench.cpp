@@ -144,30 +144,6 @@ std::vector<std::string> bench_spread_warnings(const std::vector<BenchRow>& rows
   return out;
 }
 
-// Before a benchmark: other work on the cores, and more threads than cores, make its figures low
-// and noisy.
-std::vector<std::string> bench_machine_warnings(const Config& config,
-                                                const std::vector<DeviceSpec>& devices) {
-  std::vector<std::string> out;
-  const int cores = allowed_cores();
-  double load[1] = {0};
-  if (getloadavg(load, 1) == 1 && load[0] >= 0.5 * cores)
-    out.push_back(
-        fmt::format("the load average is {:.2f} on {} core{}: other work shares the "
-                    "cores, so the figures will be lower and noisier than on a quiet "
-                    "machine",
-                    load[0], cores, cores == 1 ? "" : "s"));
-  for (const DeviceSpec& d : devices) {
-    const int threads = d.backend != "cpu" ? 0 : d.index > 0 ? d.index : config.train.threads;
-    if (threads > cores)
-      out.push_back(
-          fmt::format("{} threads on {} core{}: the threads take turns on the cores, "
-                      "which slows every step; give {} or fewer",
-                      threads, cores, cores == 1 ? "" : "s", cores));
-  }
-  return out;
-}
-
 void plot_bench(const std::string& path, const std::vector<BenchRow>& rows,
                 const std::string& config) {
   PlotPanel speed{config + ": training throughput", "batch size", "images/s", {}, true, true};
@@ -289,7 +265,8 @@ int run_bench(const RunRequest& r) {
     if (batches.size() == 1) o.batch_size = batches.front();  // for an out-of-memory hint
     return o;
   };
-  for (const std::string& w : bench_machine_warnings(config, devices)) spdlog::warn("{}", w);
+  for (const std::string& w : machine_warnings(config, devices, load_average(), allowed_cores()))
+    spdlog::warn("{}", w);
   std::vector<Started> started = start_gpus(devices, options_of, config.precision);
   std::vector<BenchRow> rows;
   for (size_t k = 0; k < devices.size(); ++k) {
@@ -308,7 +285,10 @@ int run_bench(const RunRequest& r) {
         rows.push_back({device, threads_used(options, device), b, reason, {}});
       continue;
     }
-    if (text && !r.quiet) fmt::print("{}\n", format_pairs("Device", backend->info()));
+    if (text && !r.quiet)
+      fmt::print("{}\n", format_pairs("Device", run_device_rows(*backend, device.precision.empty()
+                                                                              ? config.precision
+                                                                              : device.precision)));
     std::fflush(stdout);
     for (int64_t batch : batches) {
       BenchRow row{device, threads_used(options, device), batch, "", {}};

@@ -74,22 +74,16 @@ double tick_step(double span) {
   return 10 * base;
 }
 
-// Glyphs of the points, in the plot and in the legend: filled on solid curves, hollow on dashed
-// and dotted ones; each run its shape (circle, square, triangle, diamond), so that runs whose
-// points coincide show both.
-const char* point_glyph(const PlotSeries& s) {
-  static const char* const filled[] = {"●", "■", "▲", "◆"};
-  static const char* const hollow[] = {"○", "□", "△", "◇"};
-  const int k = s.run % 4;
-  return s.dashed || s.dotted ? hollow[k] : filled[k];
-}
-
 // Each later run a narrower line, drawn over the earlier ones: the earlier colour shows at both
 // edges of a later curve that lies on it.
 double line_width(const PlotSeries& s) {
   if (!s.points) return std::max(0.6, 1.6 - 0.8 * (s.run % 2));  // per-step curves: thin
   return std::max(0.8, 3.0 - 0.9 * (s.run % 3));
 }
+
+// The legend's line samples, in fractions of the panel's width: long enough to show two or three
+// of the long dashes of a validation curve beside the short ones of a test curve.
+constexpr double kLegendSample = 0.16;
 
 // PLplot's line styles: 1 solid, 2 short dashes, 3 long dashes (validation).
 PLINT line_style(const PlotSeries& s) { return s.dotted ? 3 : s.dashed ? 2 : 1; }
@@ -213,7 +207,7 @@ void draw_panel(const PlotPanel& p, int rows) {
   const double left = -2.5 * ch / box_width, below = 3.9 * ch / (box_top - box_bottom);
   PLFLT legend_w = 0, legend_h = 0;
   pllegend(&legend_w, &legend_h, PL_LEGEND_ROW_MAJOR, PL_POSITION_OUTSIDE | PL_POSITION_BOTTOM,
-           left, below, 0.1, 0, 1, 1, legend_rows(p), legend_columns(p),
+           left, below, kLegendSample, 0, 1, 1, legend_rows(p), legend_columns(p),
            static_cast<PLINT>(p.series.size()), opts.data(), 1.0, 0.8, 2.0, 0.0, text_colors.data(),
            texts.data(), nullptr, nullptr, nullptr, nullptr, colors.data(), styles.data(),
            widths.data(), colors.data(), symbol_scales.data(), symbol_numbers.data(),
@@ -221,6 +215,14 @@ void draw_panel(const PlotPanel& p, int rows) {
 }
 
 }  // namespace
+
+const char* point_glyph(const PlotSeries& s) {
+  static const char* const filled[] = {"●", "■", "▲", "◆"};
+  static const char* const hollow[] = {"○", "□", "△", "◇"};
+  static const char* const half[] = {"◐", "◧", "◭", "◈"};
+  const int k = s.run % 4;
+  return s.dotted ? half[k] : s.dashed ? hollow[k] : filled[k];
+}
 
 void check_plot_path(const std::string& path) {
   namespace fs = std::filesystem;

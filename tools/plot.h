@@ -32,6 +32,11 @@ struct PlotPanel {
   std::vector<PlotMark> marks = {};
 };
 
+// The glyph of a series' points, in the plot and in the legend: filled on solid curves (train),
+// hollow on dashed ones (test), half filled on dotted ones (validation); each run its shape
+// (circle, square, triangle, diamond), so that runs whose points coincide show both.
+const char* point_glyph(const PlotSeries& s);
+
 // Throws UsageError unless `path` can take a plot: a .png name in a writable folder (created when
 // missing), and a build with plotting. Checked before a long run, so that it cannot fail at its
 // end.

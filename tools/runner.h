@@ -20,6 +20,16 @@ namespace tandem {
 int host_cores();
 // The cores this process may run on (a launcher such as mpirun may bind it to fewer).
 int allowed_cores();
+// The 1-minute load average, or -1 where the system does not say.
+double load_average();
+// Before timed work (bench, training side by side): other work on the cores (a `load` average of
+// half the `cores` or more) and more CPU threads than cores make its figures low and noisy.
+std::vector<std::string> machine_warnings(const Config& config,
+                                          const std::vector<DeviceSpec>& devices, double load,
+                                          int cores);
+// After the devices of a list trained: "" on a quiet machine, else a note that the side-by-side
+// times were measured under a `load` average of half the `cores` or more.
+std::string load_note(double load, int cores);
 // The cores of this host over the run's processes on it (all of them for a single process), and
 // no more than the process is bound to.
 int cores_per_process();
@@ -53,6 +63,10 @@ struct Started {
 std::vector<Started> start_gpus(const std::vector<DeviceSpec>& devices,
                                 const std::function<BackendOptions(const DeviceSpec&)>& options,
                                 const std::string& config_precision);
+
+// A run's "Device" rows: the backend's, less a "bf16: no" row where the run is not in bf16 (that
+// row is for trainer devices, and for a run that asks for bf16).
+InfoRows run_device_rows(const Backend& backend, const std::string& precision);
 
 // --log-placement's table: the library primitive or algorithm behind each layer's ops.
 void print_placement(const std::vector<LayerProfile>& rows, const Backend& backend,

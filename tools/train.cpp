@@ -239,6 +239,8 @@ void print_side_by_side(const std::vector<DeviceRun>& runs) {
         fmt::format("images/s and speedup leave out each device's first step ({}: "
                     "primitive creation, algorithm search); s/epoch (training only) includes it",
                     fmt::join(first_steps, ", ")));
+  if (const std::string load = load_note(load_average(), allowed_cores()); !load.empty())
+    notes.push_back(load);
   const size_t width = output_width();
   for (const std::string& n : notes) fmt::print("  {}", fill_words(n, 2, 4, width));
 }
@@ -515,10 +517,11 @@ void report_result(const TrainCommand& t, const DeviceRun& run, double lr) {
 std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
                             std::unique_ptr<Backend> backend) {
   const RunRequest& r = t.r;
-  if (!r.quiet) fmt::print("\n{}\n", format_pairs("Device", backend->info()));
-  std::fflush(stdout);
   Config c = t.config;
   if (!run.device.precision.empty()) c.precision = run.device.precision;
+  if (!r.quiet)
+    fmt::print("\n{}\n", format_pairs("Device", run_device_rows(*backend, c.precision)));
+  std::fflush(stdout);
   Graph graph(c);
   std::unique_ptr<Loss> loss = make_loss(c.loss, c.label_smoothing);
   // No batch holds more samples than the largest split: a batch beyond it takes no memory.
@@ -539,6 +542,8 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
   options.data_workers = data_workers(c, run.device);
   options.comm = &t.comm;
   options.log_every = r.log_every;
+  // The devices after this one train as many epochs: the run's ETA counts them at this pace.
+  options.later_epochs = static_cast<int64_t>(t.devices.size() - k - 1) * c.train.epochs;
   if (!r.quiet) print_input(c, options.data_workers);
   auto checkpoints = std::make_shared<RunCheckpoints>(c, run.device.label, t.many, r.quiet,
                                                       t.data.train.class_names, t.lead);
@@ -547,13 +552,17 @@ std::optional<int> train_on(TrainCommand& t, size_t k, DeviceRun& run,
   if (!r.tensorboard.empty() && t.lead)
     board = std::make_shared<TensorBoardWriter>(r.tensorboard, run.device.label);
   if (!r.resume.empty()) {
-    checkpoints->resumed(
-        resume_from(r.resume, c, options, r.quiet,
-                    ShardedSource(train_src, t.comm.rank(), t.comm.size()).batches_per_epoch()),
-        find_checkpoint(r.resume));
+    const int64_t batches =
+        ShardedSource(train_src, t.comm.rank(), t.comm.size()).batches_per_epoch();
+    const CheckpointMeta meta = resume_from(r.resume, c, options, r.quiet, batches);
+    checkpoints->resumed(meta, find_checkpoint(r.resume));
     options.earlier = checkpoints->history();
     if (t.metrics) t.metrics->continue_after(options.earlier);
-    if (t.plot) t.plot->resumed(options.earlier);
+    // A stop inside an epoch resumes part of the way into it.
+    if (t.plot)
+      t.plot->resumed(
+          options.earlier,
+          batches > 0 ? static_cast<double>(meta.batch) / static_cast<double>(batches) : 0.0);
   }
   const std::shared_ptr<Callback> outputs[] = {t.metrics, board, checkpoints, t.plot};
   for (const std::shared_ptr<Callback>& output : outputs)
@@ -584,6 +593,11 @@ int run_train(const RunRequest& r) {
   if (!r.plot_path.empty()) check_plot_path(r.plot_path);
   TrainCommand t(r);
   if (!r.quiet) print_start(t);
+  // Devices side by side are timed against each other, as bench's are.
+  if (t.many)
+    for (const std::string& w :
+         machine_warnings(t.config, t.devices, load_average(), allowed_cores()))
+      spdlog::warn("{}", w);
   if (r.log_every > 0 && r.metrics_path.empty() && r.plot_path.empty() && r.tensorboard.empty())
     spdlog::warn(
         "--log-every {} has nowhere to write: its figures go to the metrics file, the plot and "

@@ -3,13 +3,14 @@
 #include "tools/training_plot.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tools/plot.h"
 
 namespace tandem {
 
-void draw_training_plot(const std::string& path, const std::string& config_name,
-                        const std::vector<PlotRun>& runs) {
+std::vector<PlotPanel> training_panels(const std::string& config_name,
+                                       const std::vector<PlotRun>& runs) {
   PlotPanel loss{config_name + ": loss", "epoch", "loss", {}, false};
   PlotPanel acc{config_name + ": accuracy", "epoch", "accuracy (%)", {}, false};
   PlotPanel speed{config_name + ": training throughput", "epoch", "images/s", {}, false, true};
@@ -61,16 +62,24 @@ void draw_training_plot(const std::string& path, const std::string& config_name,
       loss.series.push_back(step_loss), acc.series.push_back(step_acc);
       speed.series.push_back(step_ips);
     }
-    if (r.resumed_after > 0)
+    // Between two epochs' points, or inside the epoch it resumed.
+    if (r.resumed_at >= 0)
       for (PlotPanel* p : {&loss, &acc, &speed})
-        p->marks.push_back({static_cast<double>(r.resumed_after) + 0.5,
-                            runs.size() > 1 ? r.label + " resumed" : "resumed"});
+        p->marks.push_back(
+            {r.resumed_at == std::floor(r.resumed_at) ? r.resumed_at + 0.5 : r.resumed_at,
+             runs.size() > 1 ? r.label + " resumed" : "resumed"});
   }
+  return {loss, acc, speed};
+}
+
+void draw_training_plot(const std::string& path, const std::string& config_name,
+                        const std::vector<PlotRun>& runs) {
+  const std::vector<PlotPanel> panels = training_panels(config_name, runs);
   // Each legend row takes room from the panels: the picture grows with them.
   size_t most = 0;
-  for (const PlotPanel* p : {&loss, &acc, &speed}) most = std::max(most, p->series.size());
+  for (const PlotPanel& p : panels) most = std::max(most, p.series.size());
   const int rows = static_cast<int>((most + 1) / 2);
-  write_plot(path, {loss, acc, speed}, 1800, 500 + 30 * std::max(0, rows - 2));
+  write_plot(path, panels, 1800, 500 + 30 * std::max(0, rows - 2));
 }
 
 TrainingPlot::TrainingPlot(std::string path, std::string config_name)
@@ -85,9 +94,9 @@ void TrainingPlot::start_run(const std::string& label) {
   runs_.push_back(std::move(r));
 }
 
-void TrainingPlot::resumed(std::vector<EpochStats> earlier) {
+void TrainingPlot::resumed(std::vector<EpochStats> earlier, double into_epoch) {
   if (runs_.empty()) return;
-  runs_.back().resumed_after = static_cast<int64_t>(earlier.size());
+  runs_.back().resumed_at = static_cast<double>(earlier.size()) + into_epoch;
   runs_.back().epochs = std::move(earlier);
 }
 

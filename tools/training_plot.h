@@ -8,19 +8,24 @@
 
 #include "engine/callback.h"
 #include "engine/epoch_stats.h"
+#include "tools/plot.h"
 
 namespace tandem {
 
 struct PlotRun {
   std::string label;               // the device (and precision) of the run
   std::vector<EpochStats> epochs;  // every epoch, those before a resume included
-  int64_t resumed_after = 0;       // the epochs before a resume (0: not resumed)
-  std::vector<LoggedStep> steps;   // logged steps, in order
-  bool ran = true;                 // false: its legend says "not run"
+  // Where a resume took over, in epochs: those completed before it plus the share of the next
+  // one's batches done (a stop inside an epoch); negative: not resumed.
+  double resumed_at = -1;
+  std::vector<LoggedStep> steps;  // logged steps, in order
+  bool ran = true;                // false: its legend says "not run"
 };
 
-// Draws the runs into `path` (PNG): three panels side by side, each titled with the config's name.
-// Throws UsageError when it cannot be written.
+// The three panels of the runs (loss, accuracy, images/s), each titled with the config's name.
+std::vector<PlotPanel> training_panels(const std::string& config_name,
+                                       const std::vector<PlotRun>& runs);
+// Draws them into `path` (PNG), side by side. Throws UsageError when it cannot be written.
 void draw_training_plot(const std::string& path, const std::string& config_name,
                         const std::vector<PlotRun>& runs);
 
@@ -34,8 +39,9 @@ class TrainingPlot : public Callback {
   // The next run of the list. A device that could not run gets one too, with no epochs: its
   // legend says "not run".
   void start_run(const std::string& label);
-  // The run under way was resumed: its epochs before the resume.
-  void resumed(std::vector<EpochStats> earlier);
+  // The run under way was resumed: its epochs before the resume, and the share of the next
+  // epoch's batches done before it (a stop inside an epoch; 0 between epochs).
+  void resumed(std::vector<EpochStats> earlier, double into_epoch = 0);
   void epoch_end(const EpochEnd& e) override;
   void logged(const LoggedStep& s) override;
   // Throws UsageError when it cannot be written.

@@ -6,7 +6,8 @@
 
 namespace tandem {
 
-ProgressLine::ProgressLine(int verbose, ProgressOutput out) : verbose_(verbose), out_(out) {}
+ProgressLine::ProgressLine(int verbose, ProgressOutput out, int64_t later_epochs)
+    : verbose_(verbose), out_(out), later_epochs_(later_epochs) {}
 
 void ProgressLine::epoch_start(const EpochStart& e) {
   const auto now = std::chrono::steady_clock::now();
@@ -15,7 +16,8 @@ void ProgressLine::epoch_start(const EpochStart& e) {
   if (verbose_ == 1) fmt::print(out_.file, "Epoch {}/{}\n", e.epoch + 1, e.epochs);
   bar_.emplace(
       e.batches, verbose_,
-      ProgressRun{e.epoch, e.epochs, started_ ? run_seconds / static_cast<double>(started_) : 0},
+      ProgressRun{e.epoch, e.epochs, started_ ? run_seconds / static_cast<double>(started_) : 0,
+                  later_epochs_},
       out_);
   ++started_;
 }

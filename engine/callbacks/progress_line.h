@@ -13,7 +13,10 @@ namespace tandem {
 class ProgressLine : public Callback {
  public:
   // verbose: 1 the bar and the closing line, 2 the closing line only (ProgressBar).
-  explicit ProgressLine(int verbose, ProgressOutput out = ProgressOutput::standard());
+  // later_epochs: those of the devices after this one in a device list (the run's ETA counts
+  // them at this device's pace).
+  explicit ProgressLine(int verbose, ProgressOutput out = ProgressOutput::standard(),
+                        int64_t later_epochs = 0);
   void epoch_start(const EpochStart& e) override;
   void step_end(const StepEnd& e) override;
   void epoch_end(const EpochEnd& e) override;
@@ -26,6 +29,7 @@ class ProgressLine : public Callback {
   // The run's ETA: the wall time of its finished epochs, evaluation and checkpoints included.
   std::chrono::steady_clock::time_point first_start_;
   int64_t started_ = 0;
+  int64_t later_epochs_ = 0;
 };
 
 }  // namespace tandem

@@ -3,12 +3,16 @@
 #include "datasets/image_folder.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "datasets/cifar10.h"
 #include "datasets/file_io.h"
@@ -55,6 +59,35 @@ TEST(ImageFolder, ClassesAreTheSubFoldersInSortedOrder) {
   EXPECT_EQ(d.images[0], 20);       // ant
   EXPECT_EQ(d.images[5 * 16], 10);  // zebra
   EXPECT_EQ(class_mapping(d), "Labels 0=ant, 1=cat, 2=zebra\n");
+}
+
+// The warnings `fn` logs.
+template <typename Fn>
+std::string warnings_of(Fn&& fn) {
+  std::ostringstream log;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  fn();
+  spdlog::set_default_logger(previous);
+  return log.str();
+}
+
+// Files that are left out are counted in words that agree with the count: "1 file ... is".
+TEST(ImageFolder, FilesLeftOutAreCountedInTheirOwnNumber) {
+  ScratchDir dir;
+  write_classes(dir.str(), {"ant", "cat"});
+  std::ofstream(dir.str() + "/ant/notes.txt") << "x";
+  std::ofstream(dir.str() + "/readme.md") << "x";
+  std::string log = warnings_of([&] { load(dir.str(), Shape{1, 4, 4}); });
+  EXPECT_NE(log.find("1 file outside the class sub-folders is not used"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 file that is not"), std::string::npos) << log;
+  std::ofstream(dir.str() + "/ant/more.txt") << "x";
+  std::ofstream(dir.str() + "/license") << "x";
+  log = warnings_of([&] { load(dir.str(), Shape{1, 4, 4}); });
+  EXPECT_NE(log.find("2 files outside the class sub-folders are not used"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("2 files that are not"), std::string::npos) << log;
 }
 
 TEST(ImageFolder, TestSplitUsesTheTrainMappingAndMayLackAClass) {

@@ -190,6 +190,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"MalformedYaml",
                   with("input: {shape: [1, 8, 8]}", "input: {shape: [1, 8, 8]"),
                   {"bad.yaml:2:8: malformed YAML: the '{' here is never closed"}},
+        // Indentation slips, named at the line that is off, with the lines it must line up with.
+        BadConfig{"AKeyUnindentedUnderItsSection",
+                  with("  epochs: 2\n", "epochs: 2\n"),
+                  {"bad.yaml:12:1: malformed YAML: 'batch_size: 16' is indented more (2 spaces) "
+                   "than 'epochs: 2' (line 11) above it, whose value is already given",
+                   "to put both under 'train:' (line 10), indent line 11 by 2 spaces as line 12"}},
+        BadConfig{"AKeyIndentedMoreThanTheOneBefore",
+                  with("  batch_size: 16\n", "   batch_size: 16\n"),
+                  {"bad.yaml:12:1: malformed YAML: 'batch_size: 16' is indented more (3 spaces) "
+                   "than 'epochs: 2' (line 11) above it",
+                   "keys of one mapping line up: indent line 12 by 2 spaces, as line 11"}},
+        BadConfig{"AKeyThatLinesUpWithNoKeyAbove",
+                  with("  epochs: 2\n", "   epochs: 2\n"),
+                  {"bad.yaml:12:1: malformed YAML: 'batch_size: 16' (2 spaces) lines up with no "
+                   "key under 'train:' (line 10): 'epochs: 2' (line 11) above it is at 3 spaces",
+                   "indent the keys of one mapping alike"}},
         BadConfig{"UnknownLayerType",
                   with("- conv2d:", "- conv3d:"),
                   {"bad.yaml:4:5: layer 1: unknown layer type 'conv3d'", "conv2d"}},

@@ -231,6 +231,29 @@ TEST(ProgressBar, TheClosingLinesTrainTimeLeavesOutWhatFollowsTheLastStep) {
   EXPECT_NE(out.find("Epoch 1/1 - 0.0s train"), std::string::npos) << out;
 }
 
+// In a device list the run's ETA counts the later devices' epochs too, at this device's pace:
+// epoch 1 of 2 with 2 epochs of another device after it leaves three epochs after this one.
+TEST(ProgressBar, TheRunsEtaCountsTheLaterDevicesOfAList) {
+  auto run_left = [](tandem::ProgressRun run) {
+    std::FILE* f = std::tmpfile();
+    std::string out;
+    {
+      tandem::ProgressBar bar(8, 1, run, {f, false, 200});
+      for (int64_t i = 1; i <= 8; ++i) bar.update(i, 0.5, 0.5, 100);
+    }
+    std::rewind(f);
+    char buf[4096];
+    out.assign(buf, std::fread(buf, 1, sizeof buf, f));
+    std::fclose(f);
+    return out;
+  };
+  // 4 s an epoch: one epoch after this one is 4s; three are 12s.
+  EXPECT_NE(run_left({0, 2, 4.0, 0}).find("(run 4."), std::string::npos)
+      << run_left({0, 2, 4.0, 0});
+  EXPECT_NE(run_left({0, 2, 4.0, 2}).find("(run 12."), std::string::npos)
+      << run_left({0, 2, 4.0, 2});
+}
+
 TEST(ProgressBar, VerboseZeroPrintsNothing) { EXPECT_EQ(bar_output(true, 80, 0, 8), ""); }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "engine/error.h"
@@ -522,6 +523,21 @@ TEST_F(ExportBadInput, MissingOnnxPathNamesTheFlag) {
   const test::CliResult r = run_trainer("export --checkpoint " + dir_);
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("error: export needs --onnx FILE"), std::string::npos) << r.out;
+}
+
+// What export prints reads as the other commands' counts do: digits grouped, bytes in units.
+TEST(ExportOnnx, ItsSummaryGroupsDigitsAndSizesTheFile) {
+  const std::string dir = test::fresh_dir("ckpt");
+  const std::string config =
+      test::write_dense_config("export_counts", {.hidden = {300},
+                                                 .data = "train_size: 16, test_size: 8",
+                                                 .train = "epochs: 1, batch_size: 8"});
+  ASSERT_EQ(run_trainer("--config " + config + " --quiet --checkpoint-dir " + dir).status, 0);
+  const test::CliResult r =
+      run_trainer("export --checkpoint " + dir + " --onnx " + dir + "/m.onnx");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("4 layers, 20,704 parameters, [0-9.]+ KiB\n")))
+      << r.out;
 }
 
 TEST(ExportOnnx, SoftmaxOfAModelTrainedWithMseIsRefused) {

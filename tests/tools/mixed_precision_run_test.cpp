@@ -220,6 +220,10 @@ TEST(MixedPrecisionRun, ACpuWithoutBf16InstructionsIsRefusedAndDevicesSaysSo) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("Epoch 1/1"), std::string::npos) << "nothing trains: " << r.out;
+  // An fp32 run's banner does not speak of bf16, which it did not ask for.
+  r = test::run_trainer_with(avx2, "--config " + small_config("no_bf16_fp32", "epochs: 1"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("bf16     no"), std::string::npos) << r.out;
   // Beside fp32 in a list: told before fp32 trains, which still runs; exit status 8.
   r = test::run_trainer_with(avx2, "--config " + small_config("no_bf16_list", "epochs: 1") +
                                        " --precision fp32,bf16 --quiet");

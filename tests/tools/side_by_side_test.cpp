@@ -18,6 +18,8 @@
 #include "tests/tools/cli_util.h"
 #include "tools/app.h"
 #include "tools/plot.h"
+#include "tools/runner.h"
+#include "tools/training_plot.h"
 
 namespace tandem {
 namespace {
@@ -43,10 +45,12 @@ std::string unfilled(const std::string& out) {
   return std::regex_replace(out, std::regex("\\s+"), " ");
 }
 
-// What a run prints to a file or a pipe fits 80 columns: the tables, the notes, the result lines.
+// What a run prints to a file or a pipe fits 80 columns: the tables, the notes, the result lines
+// (warnings, on stderr, are a line each: a busy machine's may come first).
 void expect_fits_80_columns(const std::string& out) {
   std::istringstream in(out);
-  for (std::string line; std::getline(in, line);) EXPECT_LE(line.size(), 80u) << line;
+  for (std::string line; std::getline(in, line);)
+    if (!line.starts_with("warning: ")) EXPECT_LE(line.size(), 80u) << line;
 }
 
 bool gpu_usable() {
@@ -77,6 +81,22 @@ TEST(SideBySide, TwoCpuThreadCountsGiveOneTableThatAgrees) {
   EXPECT_NE(lines[1].find("\"device\": \"cpu:1\", \"epoch\": 2"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("\"device\": \"cpu:2\", \"epoch\": 1"), std::string::npos) << lines[2];
   EXPECT_NE(lines[3].find("\"device\": \"cpu:2\", \"epoch\": 2"), std::string::npos) << lines[3];
+}
+
+// Devices timed side by side on a loaded machine: warned before, and the table's notes say the
+// figures are unreliable (the load is given here; the trainer reads the system's).
+TEST(SideBySide, UnderLoadTheRunWarnsAndTheTableSaysItsFiguresAreUnreliable) {
+  const Config config = parse_config(test::small_model_yaml("load"), "load.yaml");
+  const std::vector<DeviceSpec> devices = {parse_device("cpu:1"), parse_device("cpu:2")};
+  const std::vector<std::string> loaded = machine_warnings(config, devices, 3.6, 2);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_NE(loaded[0].find("the load average is 3.60 on 2 cores"), std::string::npos) << loaded[0];
+  EXPECT_TRUE(machine_warnings(config, devices, 0.2, 2).empty());
+  EXPECT_EQ(machine_warnings(config, {parse_device("cpu:4")}, 0.2, 2).size(), 1u);  // 4 threads
+  EXPECT_NE(load_note(3.6, 2).find("the load average was 3.60 on 2 cores as the devices trained"),
+            std::string::npos);
+  EXPECT_NE(load_note(3.6, 2).find("unreliable"), std::string::npos);
+  EXPECT_EQ(load_note(0.2, 2), "");
 }
 
 TEST(SideBySide, AValidationSplitAddsItsColumnsToTheTableAndTheCsv) {
@@ -291,6 +311,33 @@ TEST(SideBySide, BenchPlotIsAPng) {
       " --device cpu:1,cpu:2 --batch-sizes 8,16,32 --steps 2 --warmup 1 --quiet --plot " + png);
   ASSERT_EQ(r.status, 0) << r.out;
   expect_plot(png, 2, 1200, 2);
+}
+
+// Train, test and validation points of one run have glyphs of their own (filled, hollow, half
+// filled), and each run its shape.
+TEST(TrainingPlot, TrainTestAndValidationPointsHaveGlyphsOfTheirOwn) {
+  std::set<std::string> seen;
+  for (int run = 0; run < 4; ++run) {
+    PlotSeries train{"train", {}, {}, 0, false, run}, test = train, val = train;
+    test.dashed = true;
+    val.dotted = true;
+    for (const PlotSeries* s : {&train, &test, &val})
+      EXPECT_TRUE(seen.insert(point_glyph(*s)).second) << "run " << run << ": " << point_glyph(*s);
+  }
+}
+
+// A resume is marked where it took over: between two epochs' points, or inside the epoch a stop
+// cut short (here a quarter into the first, which no epoch completed before).
+TEST(TrainingPlot, AResumeInsideAnEpochIsMarkedWhereItResumed) {
+  PlotRun inside{"cpu", {}, 0.25, {}, true};
+  for (const PlotPanel& p : training_panels("m", {inside})) {
+    ASSERT_EQ(p.marks.size(), 1u) << p.title;
+    EXPECT_DOUBLE_EQ(p.marks[0].x, 0.25) << p.title;
+  }
+  PlotRun between{"cpu", {}, 2, {}, true};
+  EXPECT_DOUBLE_EQ(training_panels("m", {between})[0].marks.at(0).x, 2.5);
+  PlotRun fresh{"cpu", {}, -1, {}, true};
+  EXPECT_TRUE(training_panels("m", {fresh})[0].marks.empty());
 }
 
 // The rows (top to bottom) where two plots of one size differ.
