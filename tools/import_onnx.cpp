@@ -437,12 +437,11 @@ class Importer {
     if (out.layer < 0)
       throw ConfigError("'" + path_ + "': the model's output is its input or a constant",
                         "export a model that computes its output");
-    if (out.layer != static_cast<int>(layers_.size()) - 1) {
-      // The output's layer comes last in tandem's list: move anything after it before it is
-      // needed (nothing after it is needed by it, by the order of the ONNX graph).
+    // tandem's model outputs its last layer's value: an ONNX graph that computes more after its
+    // output (left unused) has nothing tandem could list after it.
+    if (out.layer != static_cast<int>(layers_.size()) - 1)
       throw ConfigError("'" + path_ + "': the model's output is not its last computed value",
                         "export the model with its output computed last");
-    }
     if (out.shape.rank() != 1)
       throw ConfigError(fmt::format("'{}': the model's output is {} per sample; trainer import "
                                     "takes classifiers, whose output is one score per class",

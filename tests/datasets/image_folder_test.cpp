@@ -3,8 +3,6 @@
 #include "datasets/image_folder.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>
 
@@ -19,6 +17,7 @@
 #include "datasets/mnist.h"
 #include "engine/config.h"
 #include "tests/datasets/data_test_util.h"
+#include "tests/log_capture.h"
 #include "tests/tools/timeout_util.h"
 #include "tools/app.h"
 
@@ -61,30 +60,18 @@ TEST(ImageFolder, ClassesAreTheSubFoldersInSortedOrder) {
   EXPECT_EQ(class_mapping(d), "Labels 0=ant, 1=cat, 2=zebra\n");
 }
 
-// The warnings `fn` logs.
-template <typename Fn>
-std::string warnings_of(Fn&& fn) {
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  fn();
-  spdlog::set_default_logger(previous);
-  return log.str();
-}
-
 // Files that are left out are counted in words that agree with the count: "1 file ... is".
 TEST(ImageFolder, FilesLeftOutAreCountedInTheirOwnNumber) {
   ScratchDir dir;
   write_classes(dir.str(), {"ant", "cat"});
   std::ofstream(dir.str() + "/ant/notes.txt") << "x";
   std::ofstream(dir.str() + "/readme.md") << "x";
-  std::string log = warnings_of([&] { load(dir.str(), Shape{1, 4, 4}); });
+  std::string log = test::log_of([&] { load(dir.str(), Shape{1, 4, 4}); });
   EXPECT_NE(log.find("1 file outside the class sub-folders is not used"), std::string::npos) << log;
   EXPECT_NE(log.find("1 file that is not"), std::string::npos) << log;
   std::ofstream(dir.str() + "/ant/more.txt") << "x";
   std::ofstream(dir.str() + "/license") << "x";
-  log = warnings_of([&] { load(dir.str(), Shape{1, 4, 4}); });
+  log = test::log_of([&] { load(dir.str(), Shape{1, 4, 4}); });
   EXPECT_NE(log.find("2 files outside the class sub-folders are not used"), std::string::npos)
       << log;
   EXPECT_NE(log.find("2 files that are not"), std::string::npos) << log;

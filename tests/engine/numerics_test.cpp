@@ -2,8 +2,6 @@
 #include "engine/numerics.h"
 
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <limits>
@@ -17,6 +15,7 @@
 #include "engine/graph.h"
 #include "engine/layer_registry.h"
 #include "engine/trainer.h"
+#include "tests/log_capture.h"
 
 namespace tandem {
 namespace {
@@ -203,22 +202,8 @@ TEST(OnNan, StopEndsTheRunAtTheFirstNonFiniteLossNamingItsCause) {
   }
 }
 
-// The skipped steps' lines, logged while `fn` runs.
-template <typename Fn>
-std::string log_of(Fn&& fn) {
-  std::ostringstream log;
-  auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  try {
-    fn();
-  } catch (...) {
-    spdlog::set_default_logger(previous);
-    throw;
-  }
-  spdlog::set_default_logger(previous);
-  return log.str();
-}
+// The skipped steps' lines are logged: log_of captures them.
+using test::log_of;
 
 // tanh takes the input's infinity to 1, so the loss stays finite but dense_1's weight gradient
 // does not. In the epoch's last batch, no later loss shows it: the check at the epoch's end does.
