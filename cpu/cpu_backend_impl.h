@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -43,6 +44,7 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   InfoRows info() const override;
   std::vector<std::string> placement_log() const override;
+  ArithmeticPeak arithmetic_peak(DType d) override;  // peak.cpp
   bool supports_dtype(DType d, std::string* why_not) const override;
 
   std::shared_ptr<void> allocate(size_t bytes) override;
@@ -152,7 +154,8 @@ class CpuBackend : public Backend {
 
  private:
   int threads_;
-  int64_t batch_size_;  // the run's, for the out-of-memory hint (0: unknown)
+  std::map<DType, ArithmeticPeak> peaks_;  // arithmetic_peak's, by dtype
+  int64_t batch_size_;                     // the run's, for the out-of-memory hint (0: unknown)
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::shared_ptr<CpuMemoryStats> stats_;

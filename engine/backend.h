@@ -159,6 +159,13 @@ inline std::shared_ptr<void> aligned_host_memory(size_t bytes) {
 // Rows of the start-up table: ("Device", "NVIDIA H200"), ("BLAS", "oneDNN 2.6.3"), ...
 using InfoRows = std::vector<std::pair<std::string, std::string>>;
 
+// The most GFLOP/s (an FMA counted as two) a backend computes in one dtype, and how that figure
+// was found; gflops 0 where it is not known, `how` then says why.
+struct ArithmeticPeak {
+  double gflops = 0;
+  std::string how;
+};
+
 // Sums of one backend's tensors over the processes of a data-parallel run, made by a library of
 // the device's own (NCCL between GPUs) in device memory, with no copy through the host.
 class DeviceSums {
@@ -180,6 +187,12 @@ class Backend {
   virtual InfoRows info() const = 0;
   // What ran the op last called for each kind and shape, e.g. "jit:avx512_core" (--log-placement).
   virtual std::vector<std::string> placement_log() const { return {}; }
+  // The roofline of `trainer bench`: the arithmetic peak of this backend's threads in dtype d
+  // (found once, then remembered; the first call may take a fraction of a second).
+  virtual ArithmeticPeak arithmetic_peak(DType d) {
+    (void)d;
+    return {0, "not known for " + name()};
+  }
   // While a sink is set, every op that a library primitive or algorithm runs appends the line
   // that names it (per-layer --log-placement); ops of tandem's own kernels append nothing.
   void trace_placement(std::vector<std::string>* sink) { trace_ = sink; }

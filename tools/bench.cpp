@@ -48,8 +48,15 @@ struct BenchRow {
   int64_t batch = 0;
   std::string reason;  // why it did not run; empty: it did
   BenchResult b;
+  ArithmeticPeak peak;  // the backend's in the row's precision (gflops 0: not known)
   bool ran() const { return reason.empty(); }
 };
+
+// A training step's arithmetic rate: 3x the forward FLOPs (forward, input and weight gradients).
+double train_gflops(const BenchRow& row, int64_t forward_flops_per_sample) {
+  return 3.0 * static_cast<double>(forward_flops_per_sample) * static_cast<double>(row.batch) /
+         (row.b.train_ms * 1e6);
+}
 
 void print_layer_profile(const std::vector<LayerProfile>& rows, const std::string& device,
                          int64_t batch) {
@@ -103,7 +110,8 @@ const BenchRow* reference_row(const std::vector<BenchRow>& rows, const BenchRow&
   return nullptr;
 }
 
-std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::string& config) {
+std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::string& config,
+                       int64_t forward_flops_per_sample) {
   std::string s = fmt::format(
       "{{\"device\": {}, \"config\": {}, \"batch_size\": {}, \"threads\": {}, \"precision\": {}",
       json_string(row.device.label), json_string(config), row.batch, row.threads,
@@ -121,11 +129,40 @@ std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::stri
         ", \"{0}_ms_min\": {1:.4f}, \"{0}_ms_q1\": {2:.4f}, \"{0}_ms_q3\": {3:.4f}, "
         "\"{0}_ms_max\": {4:.4f}",
         name, sp.min, sp.q1, sp.q3, sp.max);
+  const double gflops = train_gflops(row, forward_flops_per_sample);
+  s += fmt::format(", \"train_gflops\": {:.2f}", gflops);
+  if (row.peak.gflops > 0)
+    s += fmt::format(", \"peak_gflops\": {:.1f}, \"percent_of_peak\": {:.1f}", row.peak.gflops,
+                     100 * gflops / row.peak.gflops);
+  s += ", \"peak_how\": " + json_string(row.peak.how);
   if (ref)
     s += fmt::format(", \"train_speedup\": {:.3f}, \"infer_speedup\": {:.3f}",
                      b.train_images_per_second / ref->b.train_images_per_second,
                      b.infer_images_per_second / ref->b.infer_images_per_second);
   return s + "}";
+}
+
+// The training step's GFLOP/s as a share of the backend's arithmetic peak: "78%", or "-".
+std::string percent_of_peak(const BenchRow& row, int64_t forward_flops_per_sample) {
+  if (!row.ran() || row.peak.gflops <= 0) return "-";
+  return fmt::format("{:.0f}%",
+                     100 * train_gflops(row, forward_flops_per_sample) / row.peak.gflops);
+}
+
+// Under the table: each device and precision's peak, and how it was found.
+std::vector<std::string> peak_lines(const std::vector<BenchRow>& rows) {
+  std::vector<std::string> out;
+  for (const BenchRow& row : rows) {
+    if (!row.ran()) continue;
+    const std::string line =
+        row.peak.gflops > 0
+            ? fmt::format("(of peak: the training GFLOP/s over {} {}'s peak of {:.1f} GFLOP/s, {})",
+                          row.device.label, row.device.precision, row.peak.gflops, row.peak.how)
+            : fmt::format("(of peak: {} {}'s peak is {})", row.device.label, row.device.precision,
+                          row.peak.how);
+    if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+  }
+  return out;
 }
 
 // Rows whose timed steps varied widely: their medians are less to be trusted.
@@ -282,7 +319,7 @@ int run_bench(const RunRequest& r) {
     }
     if (!reason.empty()) {
       for (int64_t b : batches)
-        rows.push_back({device, threads_used(options, device), b, reason, {}});
+        rows.push_back({device, threads_used(options, device), b, reason, {}, {}});
       continue;
     }
     if (text && !r.quiet)
@@ -291,7 +328,7 @@ int run_bench(const RunRequest& r) {
                                                                               : device.precision)));
     std::fflush(stdout);
     for (int64_t batch : batches) {
-      BenchRow row{device, threads_used(options, device), batch, "", {}};
+      BenchRow row{device, threads_used(options, device), batch, "", {}, {}};
       try {
         Config c = config;
         c.train.batch_size = batch;
@@ -301,6 +338,7 @@ int run_bench(const RunRequest& r) {
         graph.allocate(*backend, batch, c.train.seed);
         row.b = bench(graph, *loss, *backend, c.train.optimizer, batch, r.steps, r.warmup,
                       c.train.seed);
+        row.peak = backend->arithmetic_peak(activation_dtype(parse_precision(c.precision)));
         if (text && (r.per_layer || r.log_placement)) {
           std::vector<LayerProfile> prof =
               profile_layers(graph, *loss, *backend, c.train.optimizer, batch,
@@ -320,17 +358,17 @@ int run_bench(const RunRequest& r) {
   for (const BenchRow& row : rows) ran += row.ran();
   if (r.json) {
     for (const BenchRow& row : rows)
-      fmt::print("{}\n", bench_json(row, reference_row(rows, row), config.name));
+      fmt::print("{}\n",
+                 bench_json(row, reference_row(rows, row), config.name, model.forward_flops()));
     return exit_status(ran, rows.size());
   }
 
-  const double gflop = static_cast<double>(model.forward_flops()) / 1e9;  // per sample
   std::vector<Row> table;
   std::vector<std::string> notes;
   for (const BenchRow& row : rows) {
     if (!row.ran()) {
       table.push_back({row.device.label, std::to_string(row.batch), "-", "-", "-", "-", "-", "-",
-                       "-", row.device.precision});
+                       "-", "-", row.device.precision});
       const std::string note = row.device.label + ": not run: " + row.reason;
       if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
       continue;
@@ -340,14 +378,15 @@ int run_bench(const RunRequest& r) {
     auto ratio = [&](double v, double base) {
       return ref ? fmt::format("{:.2f}x", v / base) : std::string("-");
     };
-    table.push_back(
-        {row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
-         fmt::format("{:.2f}-{:.2f}", b.train_spread.min, b.train_spread.max),
-         format_count(b.train_images_per_second), format_count(b.infer_images_per_second),
-         fmt::format("{:.1f}", 3 * gflop * static_cast<double>(row.batch) / (b.train_ms / 1e3)),
-         ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
-         ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1),
-         row.device.precision});
+    table.push_back({row.device.label, std::to_string(row.batch), fmt::format("{:.2f}", b.train_ms),
+                     fmt::format("{:.2f}-{:.2f}", b.train_spread.min, b.train_spread.max),
+                     format_count(b.train_images_per_second),
+                     format_count(b.infer_images_per_second),
+                     fmt::format("{:.1f}", train_gflops(row, model.forward_flops())),
+                     percent_of_peak(row, model.forward_flops()),
+                     ratio(b.train_images_per_second, ref ? ref->b.train_images_per_second : 1),
+                     ratio(b.infer_images_per_second, ref ? ref->b.infer_images_per_second : 1),
+                     row.device.precision});
     // Users' most common surprise: a small model or batch where the GPU barely beats the CPU.
     if (row.device.backend == "gpu" && ref && ref != &row && ref->device.backend == "cpu" &&
         b.train_images_per_second < 2 * ref->b.train_images_per_second)
@@ -364,11 +403,12 @@ int run_bench(const RunRequest& r) {
       config.name, r.steps, r.steps == 1 ? "" : "s", r.warmup, r.warmup == 1 ? "" : "s",
       r.warmup == 1 ? "is" : "are");
   fmt::print("{}", format_table({"device", "batch", "train ms/step", "min-max ms", "train img/s",
-                                 "infer img/s", "train GFLOP/s", "train speedup", "infer speedup",
-                                 "precision"},
+                                 "infer img/s", "train GFLOP/s", "of peak", "train speedup",
+                                 "infer speedup", "precision"},
                                 table));
   fmt::print("(speedups against {} at the same batch size; training FLOPs counted as 3x forward)\n",
              reference_device(rows));
+  for (const std::string& line : peak_lines(rows)) fmt::print("{}\n", line);
   for (const std::string& n : notes) fmt::print("  note: {}\n", n);
   for (const std::string& w : bench_spread_warnings(rows)) spdlog::warn("{}", w);
   double fastest = 0;

@@ -343,7 +343,8 @@ TEST(TrainerCli, BenchJsonHasTheDocumentedKeys) {
   ASSERT_EQ(r.status, 0) << r.out;
   for (const char* key : {"\"device\": \"cpu\"", "\"config\": \"lenet\"", "\"batch_size\": 8",
                           "\"train_images_per_second\": ", "\"infer_images_per_second\": ",
-                          "\"train_ms_per_step\": "})
+                          "\"train_ms_per_step\": ", "\"train_gflops\": ", "\"peak_gflops\": ",
+                          "\"percent_of_peak\": ", "\"peak_how\": \"measured: "})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
