@@ -93,7 +93,7 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
   const int64_t n = x.numel();
   if (n == 0) return;
-  if (!all_f32_plain({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
+  if (!all_f32_same_order({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
   // relu forward too: x <= 0 is false for a NaN, so activation_value copies a NaN through (one
   // select, so the loop vectorises), where oneDNN's relu would make it 0.
   if (a == Activation::kRelu || eltwise_algorithm(a) == dnnl::algorithm::undef) {
@@ -143,7 +143,7 @@ void CpuBackend::activation_backward(Tensor& dx, const Tensor& dy, const Tensor&
                     data.dtype() == DType::kBF16 && dx.layout() == dy.layout() &&
                     data.layout() == dy.layout();
   const bool own = eltwise_algorithm(a) == dnnl::algorithm::undef;
-  if ((!all_f32_plain({&dx, &dy, &data}) && !bf16) || (own && bf16))
+  if ((!all_f32_same_order({&dx, &dy, &data}) && !bf16) || (own && bf16))
     return mixed::activation_backward(*this, dx, dy, x, y, a, alpha);
   if (own) {
     if (tracing())

@@ -12,10 +12,14 @@
 // channels-last activation is given to the primitive as it is (nhwc), so it reads and writes
 // the graph's tensors with no reorder; an fp32 one (the model's input) is converted by its bridge.
 //
+// fp32 activations kept in oneDNN's blocked order (nChw16c, nChw8c: CpuBackend::activation_layout)
+// are given to the primitives as they are: no reorder between one convolution and the next.
+//
 // One exception: the weight gradient of an fp32 depthwise convolution whose shape oneDNN 2.6's
 // depthwise kernels do not take (a 5x5 window, or an output smaller than the window) falls to its
-// im2col gemm, 10 to 30 times slower than the forward (EfficientNet's 5x5 layers); there a loop of
-// tandem's (depthwise_backward_filter) runs instead, for fp32 tensors. In bf16 oneDNN's gemm
+// im2col gemm (or, blocked, its reference kernel), 10 to 30 times slower than the forward
+// (EfficientNet's 5x5 layers); there a loop of tandem's (depthwise_backward_filter) runs
+// instead, for fp32 tensors, on plain stand-ins of blocked ones. In bf16 oneDNN's gemm
 // stays: staging x and dy to fp32 for the loop measured no faster on efficientnet_b0_cifar.
 #include <immintrin.h>
 
@@ -80,10 +84,11 @@ memory::data_type compute_type(const Tensor& input) {
   return is_16bit(input.dtype()) ? dnnl_dtype(input.dtype()) : kF32;
 }
 
-// How the primitive sees activation t: as stored where that is the compute type in channels-last
-// order (no reorder), otherwise `any` (oneDNN's choice; the bridge converts).
+// How the primitive sees activation t: as stored where that is the compute type in the kernels'
+// order, channels-last (16-bit) or blocked (fp32): no reorder. Otherwise `any` (oneDNN's
+// choice; the bridge converts).
 memory::desc activation_desc(const Tensor& t, const memory::dims& d, memory::data_type dt) {
-  if (t.layout() == Layout::kChannelsLast && dnnl_dtype(t.dtype()) == dt) return tensor_desc(t, d);
+  if (t.layout() != Layout::kPlain && dnnl_dtype(t.dtype()) == dt) return tensor_desc(t, d);
   return any_desc(d, dt);
 }
 
@@ -108,7 +113,7 @@ std::string layout_note(const Tensor& a, const Tensor& b) {
   if (a.is_f32_plain() && b.is_f32_plain()) return "";
   auto one = [](const Tensor& t) {
     return std::string(dtype_name(t.dtype())) +
-           (t.layout() == Layout::kChannelsLast ? " nhwc" : "");
+           (t.layout() == Layout::kPlain ? "" : std::string(" ") + layout_name(t.layout()));
   };
   return " [" + one(a) + ", " + one(b) + "]";
 }
@@ -305,8 +310,10 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
       e->src = LayoutBridge(*this, tensor_desc(x, g.src), pd.src_desc(), true);
       e->diff_wei = LayoutBridge(*this, plain_desc(g.wei), pd.diff_weights_desc(), false);
       const bool depthwise = p.groups == x.dim(1) && dw.dim(0) == x.dim(1) && dw.dim(1) == 1;
-      e->own_depthwise = depthwise && x.is_f32_plain() && dy.is_f32_plain() &&
-                         impl_name(pd).find("gemm") != std::string::npos;
+      const std::string impl = impl_name(pd);
+      e->own_depthwise =
+          depthwise && x.dtype() == DType::kF32 && dy.dtype() == DType::kF32 &&
+          (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos);
       e->placement =
           "conv2d_backward_filter" + types + " " + g.desc + " -> " +
           (e->own_depthwise
@@ -317,9 +324,11 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
       return e;
     });
   });
-  if (e.own_depthwise)
-    return depthwise_backward_filter(dw.data(), dy.data(), x.data(), x.shape(), dw.shape(),
-                                     dy.shape(), p);
+  if (e.own_depthwise) {  // on plain stand-ins where the activations are blocked
+    F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
+    return depthwise_backward_filter(dw.data(), sdy.f32().data(), sx.f32().data(), x.shape(),
+                                     dw.shape(), dy.shape(), p);
+  }
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, e.diff_dst.bind(dy.raw())},
                                        {DNNL_ARG_SRC, e.src.bind(x.raw())},
                                        {DNNL_ARG_DIFF_WEIGHTS, e.diff_wei.bind(dw.data())},

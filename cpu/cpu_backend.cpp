@@ -109,6 +109,25 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
   return s ? s : "unknown";
 }
 
+namespace {
+
+// The blocked order oneDNN's fp32 convolutions choose on this CPU: 16 channels to a block where
+// it runs AVX-512 kernels, 8 where AVX2 (DNNL_MAX_CPU_ISA lowers both); plain below that, and
+// where TANDEM_CPU_FP32_LAYOUT=plain asks for the plain order (reorders around every
+// convolution, as before; for measuring what the blocked order saves).
+Layout fp32_image_layout() {
+  if (const char* v = std::getenv("TANDEM_CPU_FP32_LAYOUT"); v && std::string(v) == "plain")
+    return Layout::kPlain;
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+      isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
+    return Layout::kBlocked16;
+  if (isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni) return Layout::kBlocked8;
+  return Layout::kPlain;
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend(int threads, int64_t batch_size)
     : threads_(threads > 0 ? threads : omp_get_num_procs()),
       batch_size_(batch_size),
@@ -117,6 +136,14 @@ CpuBackend::CpuBackend(int threads, int64_t batch_size)
       stats_(std::make_shared<CpuMemoryStats>()) {
   // oneDNN's OpenMP runtime and our own loops both follow this setting.
   omp_set_num_threads(threads_);
+  fp32_images_ = fp32_image_layout();
+}
+
+Layout CpuBackend::activation_layout(DType d, const Shape& s) const {
+  if (d == DType::kF32 && s.rank() == 4 && fp32_images_ != Layout::kPlain &&
+      s[1] % channel_block(fp32_images_) == 0)
+    return fp32_images_;
+  return Backend::activation_layout(d, s);
 }
 
 InfoRows CpuBackend::info() const {

@@ -45,6 +45,7 @@ class CpuBackend : public Backend {
   InfoRows info() const override;
   std::vector<std::string> placement_log() const override;
   ArithmeticPeak arithmetic_peak(DType d) override;  // peak.cpp
+  Layout activation_layout(DType d, const Shape& s) const override;
   bool supports_dtype(DType d, std::string* why_not) const override;
 
   std::shared_ptr<void> allocate(size_t bytes) override;
@@ -154,6 +155,7 @@ class CpuBackend : public Backend {
 
  private:
   int threads_;
+  Layout fp32_images_;  // fp32 activations' blocked order (plain where oneDNN blocks nothing)
   std::map<DType, ArithmeticPeak> peaks_;  // arithmetic_peak's, by dtype
   int64_t batch_size_;                     // the run's, for the out-of-memory hint (0: unknown)
   dnnl::engine engine_;
@@ -200,13 +202,25 @@ dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
 // oneDNN's name of a tensor dtype (f32, s32, bf16, f16).
 dnnl::memory::data_type dnnl_dtype(DType d);
 // The descriptor of a tensor as it is stored, over `dims` (its shape by default): its dtype, and
-// tag abcd (plain) or acdb (channels-last) for a 4-D tensor, a / ab / abc otherwise.
+// tag abcd (plain), acdb (channels-last), aBcd8b or aBcd16b (blocked) for a 4-D tensor, a / ab /
+// abc otherwise.
 dnnl::memory::desc tensor_desc(const Tensor& t, const dnnl::memory::dims& dims);
 dnnl::memory::desc tensor_desc(const Tensor& t);
 // Whether every tensor given is fp32 in plain order: the form the fp32 kernels take.
 inline bool all_f32_plain(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)
     if (!t->is_f32_plain()) return false;
+  return true;
+}
+// Whether every tensor given is fp32 in one memory order (plain, or one shape in a blocked or
+// channels-last order): element i of each is then the same logical element, so an elementwise
+// loop runs on their memory as it is.
+inline bool all_f32_same_order(std::initializer_list<const Tensor*> ts) {
+  const Tensor* first = *ts.begin();
+  for (const Tensor* t : ts)
+    if (t->dtype() != DType::kF32 || t->layout() != first->layout() ||
+        (t->layout() != Layout::kPlain && t->shape() != first->shape()))
+      return false;
   return true;
 }
 

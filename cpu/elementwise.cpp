@@ -26,6 +26,77 @@ ChannelView channel_view(const Tensor& t, const Tensor& b, const char* what) {
   return {n, c, n * c == 0 ? 0 : t.numel() / (n * c)};
 }
 
+// b scales whole samples of a ((N) or (N,1,1,1) against (N,...): drop_path's scale), b fp32 and
+// plain: every memory order of a keeps each sample's elements together, so the loops run on a's
+// memory as it is.
+bool per_sample(const MultiplyGeometry& g, const Tensor& a, const Tensor& b) {
+  return b.is_f32_plain() && a.dtype() == DType::kF32 && a.shape().rank() > 0 && g.rows == a.dim(0);
+}
+
+// db (C) of dy in the blocked order (N, C/B, inner, B): as the plain loop, each sample's sum in
+// fp32, the samples added in double, B channels at a time.
+template <int B>
+void blocked_bias_backward(float* db, const float* dy, const ChannelView& v) {
+  const int64_t blocks = v.c / B;
+#pragma omp parallel for schedule(static) if (v.n * v.c * v.inner > 16384)
+  for (int64_t cb = 0; cb < blocks; ++cb) {
+    double sum[B] = {};
+    for (int64_t i = 0; i < v.n; ++i) {
+      const float* d = dy + (i * blocks + cb) * v.inner * B;
+      float s[B] = {};
+      for (int64_t k = 0; k < v.inner; ++k)
+#pragma omp simd
+        for (int j = 0; j < B; ++j) s[j] += d[k * B + j];
+      for (int j = 0; j < B; ++j) sum[j] += s[j];
+    }
+    for (int j = 0; j < B; ++j) db[cb * B + j] = static_cast<float>(sum[j]);
+  }
+}
+
+// b gates the channels of a ((N,C,1,1) against (N,C,H,W): squeeze-and-excitation), a blocked:
+// the block size (8, 16), else 0. b's memory is (N,C) in any layout, its H and W being 1.
+int blocked_gate(const MultiplyGeometry& g, const Tensor& a, const Tensor& b) {
+  const int block = channel_block(a.layout());
+  return block && a.dtype() == DType::kF32 && b.dtype() == DType::kF32 &&
+                 g.rows == a.dim(0) * a.dim(1) && b.numel() == g.rows
+             ? block
+             : 0;
+}
+
+// y = a * gate, a blocked (N, C/B, inner, B) and the gate (N, C).
+void blocked_gate_forward(float* y, const float* a, const float* gate, int64_t B, int64_t chunks,
+                          int64_t inner) {
+#pragma omp parallel for schedule(static) if (chunks * inner * B > 65536)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const float* gp = gate + chunk * B;  // (n, cb)'s B gates: chunk * B = n * C + cb * B
+    const int64_t base = chunk * inner * B;
+    for (int64_t k = 0; k < inner; ++k)
+#pragma omp simd
+      for (int64_t j = 0; j < B; ++j) y[base + k * B + j] = a[base + k * B + j] * gp[j];
+  }
+}
+
+// da = dy * gate; dgate = each channel's sum of dy * a in double, in position order as the plain
+// loop adds them (the same value to the bit).
+void blocked_gate_backward(float* da, float* dgate, const float* dy, const float* a,
+                           const float* gate, int64_t B, int64_t chunks, int64_t inner) {
+#pragma omp parallel for schedule(static) if (chunks * inner * B > 65536)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const float* gp = gate + chunk * B;
+    const int64_t base = chunk * inner * B;
+    if (da)
+      for (int64_t k = 0; k < inner; ++k)
+#pragma omp simd
+        for (int64_t j = 0; j < B; ++j) da[base + k * B + j] = dy[base + k * B + j] * gp[j];
+    if (!dgate) continue;
+    double s[16] = {};
+    for (int64_t k = 0; k < inner; ++k)
+      for (int64_t j = 0; j < B; ++j)
+        s[j] += static_cast<double>(dy[base + k * B + j]) * a[base + k * B + j];
+    for (int64_t j = 0; j < B; ++j) dgate[chunk * B + j] = static_cast<float>(s[j]);
+  }
+}
+
 }  // namespace
 
 // y (N,C,...) += b (C).
@@ -54,6 +125,12 @@ void CpuBackend::bias_add(Tensor& y, const Tensor& b) {
 
 // db (C) = sum of dy (N,C,...) over N and the spatial axes, accumulated in double.
 void CpuBackend::bias_backward(Tensor& db, const Tensor& dy) {
+  if (const int block = channel_block(dy.layout());
+      block && dy.dtype() == DType::kF32 && db.is_f32_plain()) {
+    const ChannelView v = channel_view(dy, db, "bias_backward");
+    return block == 16 ? blocked_bias_backward<16>(db.data(), dy.data(), v)
+                       : blocked_bias_backward<8>(db.data(), dy.data(), v);
+  }
   if (!all_f32_plain({&db, &dy})) return mixed::bias_backward(*this, db, dy);
   const ChannelView v = channel_view(dy, db, "bias_backward");
   const float* dyp = dy.data();
@@ -96,7 +173,7 @@ void CpuBackend::bias_backward(Tensor& db, const Tensor& dy) {
 void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   TANDEM_CHECK(a.numel() == b.numel() && y.numel() == a.numel(),
                "add " + a.shape().str() + " + " + b.shape().str() + " -> " + y.shape().str());
-  if (!all_f32_plain({&y, &a, &b})) return mixed::add(*this, y, a, b);
+  if (!all_f32_same_order({&y, &a, &b})) return mixed::add(*this, y, a, b);
   const int64_t n = y.numel();
   const float* ap = a.data();
   const float* bp = b.data();
@@ -107,7 +184,9 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
 
 void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
   const MultiplyGeometry g = multiply_geometry(y, a, b);
-  if (!all_f32_plain({&y, &a, &b})) {  // in the logical order, on fp32 plain stand-ins
+  if (const int block = blocked_gate(g, a, b); block && all_f32_same_order({&y, &a}))
+    return blocked_gate_forward(y.data(), a.data(), b.data(), block, g.rows / block, g.inner);
+  if (!all_f32_plain({&y, &a, &b}) && !(per_sample(g, a, b) && all_f32_same_order({&y, &a}))) {
     F32Stage sy(*this, y, &y == &a, true), sa(*this, a, true, false), sb(*this, b, true, false);
     multiply(sy.f32(), &y == &a ? sy.f32() : sa.f32(), sb.f32());
     return sy.finish();
@@ -133,7 +212,17 @@ void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
 void CpuBackend::multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
                                    const Tensor& b) {
   const MultiplyGeometry g = multiply_geometry(dy, a, b);
-  if (!all_f32_plain({&dy, &a, &b}) || (da && !da->is_f32_plain()) || (db && !db->is_f32_plain())) {
+  if (const int block = blocked_gate(g, a, b); block && all_f32_same_order({&dy, &a}) &&
+                                               (!da || all_f32_same_order({da, &a})) &&
+                                               (!db || db->dtype() == DType::kF32)) {
+    if (db) TANDEM_CHECK(db->numel() == b.numel(), "multiply_backward: db " + db->shape().str());
+    return blocked_gate_backward(da ? da->data() : nullptr, db ? db->data() : nullptr, dy.data(),
+                                 a.data(), b.data(), block, g.rows / block, g.inner);
+  }
+  const bool direct =
+      all_f32_plain({&dy, &a, &b}) || (per_sample(g, a, b) && all_f32_same_order({&dy, &a}) &&
+                                       (!da || all_f32_same_order({da, &a})));
+  if (!direct || (db && !db->is_f32_plain())) {
     F32Stage sdy(*this, dy, true, false), sa(*this, a, true, false), sb(*this, b, true, false);
     std::optional<F32Stage> sda, sdb;
     if (da) sda.emplace(*this, *da, false, true);

@@ -149,8 +149,23 @@ dnnl::memory::desc tensor_desc(const Tensor& t, const dnnl::memory::dims& dims) 
   static const tag kTags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
   TANDEM_CHECK(!dims.empty() && dims.size() <= 5,
                "tensor_desc of rank " + std::to_string(dims.size()));
-  const bool last = t.layout() == Layout::kChannelsLast && dims.size() == 4;
-  return memory::desc(dims, dnnl_dtype(t.dtype()), last ? tag::acdb : kTags[dims.size() - 1]);
+  tag order = kTags[dims.size() - 1];
+  if (dims.size() == 4) {
+    switch (t.layout()) {
+      case Layout::kPlain:
+        break;
+      case Layout::kChannelsLast:
+        order = tag::acdb;
+        break;
+      case Layout::kBlocked8:
+        order = tag::aBcd8b;
+        break;
+      case Layout::kBlocked16:
+        order = tag::aBcd16b;
+        break;
+    }
+  }
+  return memory::desc(dims, dnnl_dtype(t.dtype()), order);
 }
 
 dnnl::memory::desc tensor_desc(const Tensor& t) {
@@ -181,20 +196,23 @@ void convert(CpuBackend& b, Tensor& dst, const Tensor& src) {
   TANDEM_CHECK(src.dtype() != DType::kI32 && dst.dtype() != DType::kI32,
                "copy converts between float types only");
   if (dst.numel() == 0) return;
-  // Logical order is kept: a channels-last side names the 4-D dims both sides are seen with (a
-  // flatten's (N, C*H*W) is its (N,C,H,W) in plain order); otherwise both are flat.
-  const Tensor& shaped = src.layout() == Layout::kChannelsLast ? src : dst;
+  // Logical order is kept: a channels-last or blocked side names the 4-D dims both sides are seen
+  // with (a flatten's (N, C*H*W) is its (N,C,H,W) in plain order); otherwise both are flat.
+  const Tensor& shaped = src.layout() != Layout::kPlain ? src : dst;
   memory::dims dims = {src.numel()};
-  if (shaped.layout() == Layout::kChannelsLast) {
+  if (shaped.layout() != Layout::kPlain) {
     const auto& d = shaped.shape().dims();
     dims.assign(d.begin(), d.end());
   }
   const memory::desc src_md = tensor_desc(src, dims), dst_md = tensor_desc(dst, dims);
-  const std::string key =
-      std::string("convert ") + shaped.shape().str() + " " + dtype_name(src.dtype()) +
-      (src.layout() == Layout::kChannelsLast ? " nhwc" : "") + " -> " + dtype_name(dst.dtype()) +
-      (dst.layout() == Layout::kChannelsLast ? " nhwc" : "") +
-      (dims.size() == 1 ? " [" + std::to_string(dims[0]) + "]" : "");
+  auto order = [](const Tensor& t) {
+    return t.layout() == Layout::kPlain ? std::string()
+                                        : std::string(" ") + layout_name(t.layout());
+  };
+  const std::string key = std::string("convert ") + shaped.shape().str() + " " +
+                          dtype_name(src.dtype()) + order(src) + " -> " + dtype_name(dst.dtype()) +
+                          order(dst) +
+                          (dims.size() == 1 ? " [" + std::to_string(dims[0]) + "]" : "");
   auto& e = b.cached<ConvertEntry>(key, [&] {
     return dnnl_guard(key, [&] {
       auto e = std::make_unique<ConvertEntry>();

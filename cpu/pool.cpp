@@ -136,6 +136,135 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
   }
 }
 
+// Max pooling in the blocked order (N, C/B, H, W, B): each sample's block of B channels is an
+// (H, W, B) image, pooled B channels at a time with the plain loops' rules (a NaN is the
+// maximum; a window's gradient goes to its first maximum in row-major order, found as its first
+// element equal to y).
+template <int B>
+void blocked_max_forward(float* y, const float* x, int64_t chunks, int64_t H, int64_t W, int64_t P,
+                         int64_t Q, const Pool2dParams& p) {
+#pragma omp parallel for schedule(static) if (chunks * P > 1)
+  for (int64_t cp = 0; cp < chunks * P; ++cp) {
+    const int64_t chunk = cp / P, op = cp % P;
+    const float* xs = x + chunk * H * W * B;
+    const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
+    for (int64_t oq = 0; oq < Q; ++oq) {
+      const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
+      float m[B];
+      for (int j = 0; j < B; ++j) m[j] = -HUGE_VALF;
+      for (int64_t h = hs; h < he; ++h)
+        for (int64_t w = ws; w < we; ++w) {
+          const float* px = xs + (h * W + w) * B;
+#pragma omp simd
+          for (int j = 0; j < B; ++j) {  // bitwise, not ||: it vectorises
+            const float v = px[j];
+            m[j] = ((v > m[j]) | ((v != v) & (m[j] == m[j]))) ? v : m[j];
+          }
+        }
+      float* py = y + ((chunk * P + op) * Q + oq) * B;
+      for (int j = 0; j < B; ++j) py[j] = m[j];
+    }
+  }
+}
+
+// 2x2 windows of stride 2, each whole (is_2x2_stride_2): four rows of B values per output.
+void blocked_max_forward_2x2(float* y, const float* x, int64_t B, int64_t chunks, int64_t H,
+                             int64_t W, int64_t P, int64_t Q) {
+#pragma omp parallel for schedule(static) if (chunks * P > 1)
+  for (int64_t cp = 0; cp < chunks * P; ++cp) {
+    const int64_t chunk = cp / P, op = cp % P;
+    const float* r0 = x + (chunk * H + 2 * op) * W * B;
+    const float* r1 = r0 + W * B;
+    float* out = y + cp * Q * B;
+    for (int64_t oq = 0; oq < Q; ++oq) {
+      const float *a = r0 + 2 * oq * B, *b = a + B, *c = r1 + 2 * oq * B, *d = c + B;
+#pragma omp simd
+      for (int64_t j = 0; j < B; ++j) {
+        float m = a[j];
+        m = above(b[j], m) ? b[j] : m;
+        m = above(c[j], m) ? c[j] : m;
+        m = above(d[j], m) ? d[j] : m;
+        out[oq * B + j] = m;
+      }
+    }
+  }
+}
+
+// Windows that do not overlap: each input element gets its window's gradient or 0.
+void blocked_max_backward_2x2(float* dx, const float* dy, const float* x, const float* y, int64_t B,
+                              int64_t chunks, int64_t H, int64_t W, int64_t P, int64_t Q) {
+#pragma omp parallel for schedule(static) if (chunks * P > 1)
+  for (int64_t cp = 0; cp < chunks * P; ++cp) {
+    const int64_t chunk = cp / P, op = cp % P;
+    const int64_t row = (chunk * H + 2 * op) * W * B;
+    const float* r0 = x + row;
+    const float* r1 = r0 + W * B;
+    float* d0 = dx + row;
+    float* d1 = d0 + W * B;
+    for (int64_t oq = 0; oq < Q; ++oq) {
+      const int64_t l = 2 * oq * B, r = l + B;
+      const float* m = y + (cp * Q + oq) * B;
+      const float* g = dy + (cp * Q + oq) * B;
+#pragma omp simd
+      for (int64_t j = 0; j < B; ++j) {  // selects as in max_pool_backward_2x2: it vectorises
+        const float mj = m[j];
+        float t = g[j];
+        d0[l + j] = same(r0[l + j], mj) ? t : 0.f;
+        t = same(r0[l + j], mj) ? 0.f : t;
+        d0[r + j] = same(r0[r + j], mj) ? t : 0.f;
+        t = same(r0[r + j], mj) ? 0.f : t;
+        d1[l + j] = same(r1[l + j], mj) ? t : 0.f;
+        t = same(r1[l + j], mj) ? 0.f : t;
+        d1[r + j] = t;
+      }
+    }
+    for (int64_t w = 2 * Q; w < W; ++w)  // an odd width's last column is in no window
+      for (int64_t j = 0; j < B; ++j) d0[w * B + j] = d1[w * B + j] = 0.f;
+  }
+  for (int64_t chunk = 0; chunk < chunks; ++chunk)  // an odd height's last row, likewise
+    for (int64_t h = 2 * P; h < H; ++h) std::fill_n(dx + (chunk * H + h) * W * B, W * B, 0.f);
+}
+
+template <int B>
+void blocked_max_backward(float* dx, const float* dy, const float* x, const float* y,
+                          int64_t chunks, int64_t H, int64_t W, int64_t P, int64_t Q,
+                          const Pool2dParams& p) {
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    const float* xs = x + chunk * H * W * B;
+    float* dxs = dx + chunk * H * W * B;
+    std::fill(dxs, dxs + H * W * B, 0.f);
+    for (int64_t op = 0; op < P; ++op) {
+      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
+        const int64_t o = ((chunk * P + op) * Q + oq) * B;
+        float left[B];
+        for (int j = 0; j < B; ++j) left[j] = dy[o + j];
+        for (int64_t h = hs; h < he; ++h)
+          for (int64_t w = ws; w < we; ++w) {
+            const float* px = xs + (h * W + w) * B;
+            float* pd = dxs + (h * W + w) * B;
+#pragma omp simd
+            for (int j = 0; j < B; ++j) {  // left[j]: the gradient not yet routed
+              const bool hit = same(px[j], y[o + j]);
+              pd[j] += hit ? left[j] : 0.f;
+              left[j] = hit ? 0.f : left[j];
+            }
+          }
+      }
+    }
+  }
+}
+
+// The block of tensors (of any shapes) that are all fp32 in one blocked order (8, 16), else 0.
+int blocked_f32(std::initializer_list<const Tensor*> ts) {
+  const Layout l = (*ts.begin())->layout();
+  for (const Tensor* t : ts)
+    if (t->dtype() != DType::kF32 || t->layout() != l) return 0;
+  return channel_block(l);
+}
+
 }  // namespace
 
 // y (N,C,P,Q) = max (NaN if the window holds one) or mean (padding excluded) of each window of
@@ -143,6 +272,19 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
 void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
   check_pool_shapes(x.shape(), y.shape(), p);
   if (y.numel() == 0) return;
+  if (const int block = blocked_f32({&y, &x}); block && p.mode == PoolMode::kMax) {
+    if (tracing())
+      placed("pool2d_forward " + pool_key(x.shape(), p) + " " + layout_name(x.layout()) +
+             " -> tandem's OpenMP loop (NaN-propagating)");
+    const int64_t chunks = x.dim(0) * x.dim(1) / block;
+    if (is_2x2_stride_2(p, x.shape(), y.shape()))
+      return blocked_max_forward_2x2(y.data(), x.data(), block, chunks, x.dim(2), x.dim(3),
+                                     y.dim(2), y.dim(3));
+    return block == 16 ? blocked_max_forward<16>(y.data(), x.data(), chunks, x.dim(2), x.dim(3),
+                                                 y.dim(2), y.dim(3), p)
+                       : blocked_max_forward<8>(y.data(), x.data(), chunks, x.dim(2), x.dim(3),
+                                                y.dim(2), y.dim(3), p);
+  }
   if (!all_f32_plain({&y, &x})) return mixed::pool2d_forward(*this, y, x, p);
   if (p.mode == PoolMode::kMax) {
     if (tracing())
@@ -190,6 +332,16 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
   check_pool_shapes(x.shape(), y.shape(), p);
   expect_shape(dx, x.shape(), "pool2d dx");
   expect_shape(dy, y.shape(), "pool2d dy");
+  if (const int block = blocked_f32({&dx, &dy, &x, &y}); block && p.mode == PoolMode::kMax) {
+    const int64_t chunks = x.dim(0) * x.dim(1) / block;
+    if (is_2x2_stride_2(p, x.shape(), y.shape()))
+      return blocked_max_backward_2x2(dx.data(), dy.data(), x.data(), y.data(), block, chunks,
+                                      x.dim(2), x.dim(3), y.dim(2), y.dim(3));
+    return block == 16 ? blocked_max_backward<16>(dx.data(), dy.data(), x.data(), y.data(), chunks,
+                                                  x.dim(2), x.dim(3), y.dim(2), y.dim(3), p)
+                       : blocked_max_backward<8>(dx.data(), dy.data(), x.data(), y.data(), chunks,
+                                                 x.dim(2), x.dim(3), y.dim(2), y.dim(3), p);
+  }
   if (!all_f32_plain({&dx, &dy, &x, &y})) return mixed::pool2d_backward(*this, dx, dy, x, y, p);
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);

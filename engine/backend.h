@@ -205,6 +205,14 @@ class Backend {
     return false;
   }
 
+  // The memory order the graph gives an activation of dtype d and logical shape s (inner layers'
+  // outputs and their gradients; the model's input and logits stay plain). By default 16-bit
+  // images are channels-last, what 16-bit convolution kernels read; the CPU keeps fp32 images
+  // in oneDNN's blocked order.
+  virtual Layout activation_layout(DType d, const Shape& s) const {
+    return is_16bit(d) && s.rank() == 4 ? Layout::kChannelsLast : Layout::kPlain;
+  }
+
   // --- memory ---
   // At least `bytes`, 64-byte aligned, freed when the last reference goes.
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;

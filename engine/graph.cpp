@@ -267,7 +267,7 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   const DType low = activation_dtype(precision_);
   auto dtype_of = [&](size_t k) { return k == 0 || k == count ? DType::kF32 : low; };
   auto layout_of = [&](size_t k, const Shape& s) {
-    return dtype_of(k) != DType::kF32 && s.rank() == 4 ? Layout::kChannelsLast : Layout::kPlain;
+    return k == 0 || k == count ? Layout::kPlain : backend.activation_layout(dtype_of(k), s);
   };
   views_.assign(count, false);
   for (size_t i = 0; i < count; ++i) {

@@ -38,9 +38,11 @@ class Graph {
 
   // Places the graph on a backend: parameters drawn from the seed (identical on every backend),
   // activation and gradient buffers for batches of up to max_batch samples. In a 16-bit run every
-  // activation but the input and the logits is 16-bit, the images (N,C,H,W) channels-last, so
-  // that the layers between them pass 16-bit tensors in the kernels' layout and only the graph's
-  // edges convert: the input, a flatten after an image, the logits.
+  // activation but the input and the logits is 16-bit. Each inner activation's memory order is
+  // the backend's choice (Backend::activation_layout: images channels-last in 16 bits, oneDNN's
+  // blocked order for fp32 on the CPU), so that the layers between them pass tensors in the
+  // kernels' layout and only the graph's edges convert: the input, a flatten after an image, the
+  // logits.
   void allocate(Backend& backend, int64_t max_batch, uint64_t seed);
   Precision precision() const { return precision_; }
 
@@ -125,8 +127,8 @@ class Graph {
   // has no other taker), so its backward is nothing.
   std::vector<bool> shares_grad_;
   // Per layer: a view layer whose output really is its input reshaped (same dtype, plain order).
-  // A flatten after a channels-last or fp32 activation copies instead (Backend::copy converts,
-  // keeping the logical NCHW order, so dense weights mean the same in every precision).
+  // A flatten after a channels-last, blocked or fp32 activation copies instead (Backend::copy
+  // converts, keeping the logical NCHW order, so dense weights mean the same in every precision).
   std::vector<bool> views_;
   Precision precision_ = Precision::kF32;
   bool branches_ = false;

@@ -1,6 +1,8 @@
 // Shape arithmetic and Tensor views.
 #include "engine/tensor.h"
 
+#include <algorithm>
+
 #include "engine/backend.h"
 #include "engine/error.h"
 
@@ -31,18 +33,23 @@ std::string Shape::str() const {
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::kF32: return "fp32";
-    case DType::kI32: return "int32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "fp16";
+    case DType::kF32:
+      return "fp32";
+    case DType::kI32:
+      return "int32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "fp16";
   }
   return "?";
 }
 
 Tensor::Tensor(Backend& backend, Shape shape, DType dtype, Layout layout)
     : backend_(&backend), shape_(std::move(shape)), dtype_(dtype), layout_(layout) {
-  TANDEM_CHECK(layout_ == Layout::kPlain || shape_.rank() == 4,
-               "a channels-last tensor is 4-D, got " + shape_.str());
+  TANDEM_CHECK(layout_ == Layout::kPlain ||
+                   (shape_.rank() == 4 && shape_[1] % std::max(1, channel_block(layout_)) == 0),
+               std::string("a ") + layout_name(layout_) + " tensor is 4-D, got " + shape_.str());
   capacity_ = shape_.numel();
   storage_ = backend.allocate(std::max<size_t>(bytes(), 4));
   ptr_ = storage_.get();
@@ -57,9 +64,24 @@ Tensor Tensor::reshape(Shape shape) const {
   return t;
 }
 
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::kPlain:
+      return "plain";
+    case Layout::kChannelsLast:
+      return "nhwc";
+    case Layout::kBlocked8:
+      return "nChw8c";
+    case Layout::kBlocked16:
+      return "nChw16c";
+  }
+  return "?";
+}
+
 Tensor Tensor::with_layout(Layout layout) const {
-  TANDEM_CHECK(layout == Layout::kPlain || shape_.rank() == 4,
-               "a channels-last tensor is 4-D, got " + shape_.str());
+  TANDEM_CHECK(layout == Layout::kPlain ||
+                   (shape_.rank() == 4 && shape_[1] % std::max(1, channel_block(layout)) == 0),
+               std::string("a ") + layout_name(layout) + " tensor is 4-D, got " + shape_.str());
   Tensor t = *this;
   t.layout_ = layout;
   return t;
@@ -73,9 +95,9 @@ Tensor Tensor::prefix(int64_t n) const {
 }
 
 Tensor Tensor::rows(int64_t begin, int64_t n) const {
-  TANDEM_CHECK(shape_.rank() > 0 && begin >= 0 && n >= 0 && begin + n <= shape_[0],
-               "rows [" + std::to_string(begin) + ", " + std::to_string(begin + n) + ") of " +
-                   shape_.str());
+  TANDEM_CHECK(
+      shape_.rank() > 0 && begin >= 0 && n >= 0 && begin + n <= shape_[0],
+      "rows [" + std::to_string(begin) + ", " + std::to_string(begin + n) + ") of " + shape_.str());
   const int64_t row = shape_[0] ? numel() / shape_[0] : 0;
   Shape shape = shape_;
   shape[0] = n;

@@ -44,10 +44,19 @@ const char* dtype_name(DType d);  // "fp32", "int32", "bf16", "fp16"
 
 // The memory order of a tensor. The shape is always the logical one, (N,C,H,W) for images;
 // kChannelsLast (4-D only) stores it as (N,H,W,C), the order 16-bit convolution kernels read
-// without a reorder. Ops define results by the logical shape, so layouts never change numbers.
-enum class Layout { kPlain, kChannelsLast };
+// without a reorder. kBlocked8 and kBlocked16 (4-D only, C a multiple of the block) store it as
+// (N, C/b, H, W, b), oneDNN's nChw8c and nChw16c: the order its fp32 convolution kernels for AVX2
+// and AVX-512 read and write, so that a chain of convolutions, normalizations and activations
+// runs with no reorder between them. Ops define results by the logical shape.
+enum class Layout { kPlain, kChannelsLast, kBlocked8, kBlocked16 };
+// The channel block of a blocked layout (8, 16); 0 for the others.
+inline int channel_block(Layout l) {
+  return l == Layout::kBlocked8 ? 8 : l == Layout::kBlocked16 ? 16 : 0;
+}
+const char* layout_name(Layout l);  // "plain", "nhwc", "nChw8c", "nChw16c"
 
-// A Tensor is a cheap handle: copies share storage. Views (reshape, leading-axis prefix) share it too.
+// A Tensor is a cheap handle: copies share storage. Views (reshape, leading-axis prefix) share it
+// too.
 class Tensor {
  public:
   Tensor() = default;
