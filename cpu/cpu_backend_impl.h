@@ -224,6 +224,27 @@ inline bool all_f32_same_order(std::initializer_list<const Tensor*> ts) {
   return true;
 }
 
+// A 4-D image tensor whose channels are innermost in runs: blocked fp32 ((N, C/B, H*W, B): `runs`
+// N*C/B of `inner` H*W positions of `width` B channels) or channels-last ((N, H*W, C): N runs
+// of H*W positions of C). An op that works per channel then handles run r's channel j as
+// channel (r * width + j) mod C of sample r * width / C. False for other forms.
+struct ChannelRuns {
+  int64_t runs = 0, inner = 0, width = 0;
+};
+inline bool channel_runs(const Tensor& t, ChannelRuns* v) {
+  if (t.shape().rank() != 4) return false;
+  const int64_t n = t.dim(0), c = t.dim(1), inner = t.dim(2) * t.dim(3);
+  if (const int b = channel_block(t.layout())) {
+    *v = {n * c / b, inner, b};
+    return true;
+  }
+  if (t.layout() == Layout::kChannelsLast) {
+    *v = {n, inner, c};
+    return true;
+  }
+  return false;
+}
+
 // An fp32 plain stand-in for a tensor of another dtype or layout, for the ops that have no 16-bit
 // kernel (the loss, dropout, batch normalization, ...): they run their fp32 kernel on stand-ins,
 // so they compute in fp32 as the mixed-precision recipe has them. `read`: the stand-in starts

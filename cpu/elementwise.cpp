@@ -4,11 +4,13 @@
 // Written by hand: each is one memory-bound pass that a library call would not make faster.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
 #include <vector>
 
+#include "cpu/bf16.h"
 #include "cpu/cpu_backend_impl.h"
 
 namespace tandem {
@@ -53,49 +55,72 @@ void blocked_bias_backward(float* db, const float* dy, const ChannelView& v) {
   }
 }
 
-// b gates the channels of a ((N,C,1,1) against (N,C,H,W): squeeze-and-excitation), a blocked:
-// the block size (8, 16), else 0. b's memory is (N,C) in any layout, its H and W being 1.
-int blocked_gate(const MultiplyGeometry& g, const Tensor& a, const Tensor& b) {
-  const int block = channel_block(a.layout());
-  return block && a.dtype() == DType::kF32 && b.dtype() == DType::kF32 &&
-                 g.rows == a.dim(0) * a.dim(1) && b.numel() == g.rows
-             ? block
-             : 0;
+// Element access for the loops below, fp32 or bf16 (widened; rounded once on the way back).
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
+
+// b gates the channels of a, (N,C,1,1) against (N,C,H,W) (squeeze-and-excitation), with a's
+// channels innermost (blocked fp32, channels-last fp32 or bf16) and b of a's dtype: a's channel
+// runs, else nullopt. b's memory is (N,C) in any layout, its H and W being 1.
+std::optional<ChannelRuns> gate_runs(const MultiplyGeometry& g, const Tensor& a, const Tensor& b) {
+  ChannelRuns v;
+  if (a.dtype() == DType::kF16 || b.dtype() != a.dtype() || !channel_runs(a, &v) ||
+      g.rows != a.dim(0) * a.dim(1) || b.numel() != g.rows)
+    return std::nullopt;
+  return v;
 }
 
-// y = a * gate, a blocked (N, C/B, inner, B) and the gate (N, C).
-void blocked_gate_forward(float* y, const float* a, const float* gate, int64_t B, int64_t chunks,
-                          int64_t inner) {
-#pragma omp parallel for schedule(static) if (chunks * inner * B > 65536)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const float* gp = gate + chunk * B;  // (n, cb)'s B gates: chunk * B = n * C + cb * B
-    const int64_t base = chunk * inner * B;
-    for (int64_t k = 0; k < inner; ++k)
+// y = a * gate, a as channel runs, the gate (N, C): run r's channel j is gate[r * width + j].
+template <typename T>
+void gate_forward(T* y, const T* a, const T* gate, const ChannelRuns& v) {
+#pragma omp parallel for schedule(static) if (v.runs * v.inner * v.width > 65536)
+  for (int64_t r = 0; r < v.runs; ++r) {
+    const T* gp = gate + r * v.width;
+    const int64_t base = r * v.inner * v.width;
+    for (int64_t k = 0; k < v.inner; ++k)
 #pragma omp simd
-      for (int64_t j = 0; j < B; ++j) y[base + k * B + j] = a[base + k * B + j] * gp[j];
+      for (int64_t j = 0; j < v.width; ++j) {
+        const int64_t e = base + k * v.width + j;
+        store(y, e, load(a, e) * load(gp, j));
+      }
   }
 }
 
 // da = dy * gate; dgate = each channel's sum of dy * a in double, in position order as the plain
-// loop adds them (the same value to the bit).
-void blocked_gate_backward(float* da, float* dgate, const float* dy, const float* a,
-                           const float* gate, int64_t B, int64_t chunks, int64_t inner) {
-#pragma omp parallel for schedule(static) if (chunks * inner * B > 65536)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    const float* gp = gate + chunk * B;
-    const int64_t base = chunk * inner * B;
-    if (da)
-      for (int64_t k = 0; k < inner; ++k)
+// loop adds them (in fp32, the same value to the bit).
+template <typename T>
+void gate_backward(T* da, T* dgate, const T* dy, const T* a, const T* gate, const ChannelRuns& v) {
+#pragma omp parallel if (v.runs * v.inner * v.width > 65536)
+  {
+    std::vector<double> s(static_cast<size_t>(v.width));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < v.runs; ++r) {
+      const T* gp = gate + r * v.width;
+      const int64_t base = r * v.inner * v.width;
+      if (da)
+        for (int64_t k = 0; k < v.inner; ++k)
 #pragma omp simd
-        for (int64_t j = 0; j < B; ++j) da[base + k * B + j] = dy[base + k * B + j] * gp[j];
-    if (!dgate) continue;
-    double s[16] = {};
-    for (int64_t k = 0; k < inner; ++k)
-      for (int64_t j = 0; j < B; ++j)
-        s[j] += static_cast<double>(dy[base + k * B + j]) * a[base + k * B + j];
-    for (int64_t j = 0; j < B; ++j) dgate[chunk * B + j] = static_cast<float>(s[j]);
+          for (int64_t j = 0; j < v.width; ++j) {
+            const int64_t e = base + k * v.width + j;
+            store(da, e, load(dy, e) * load(gp, j));
+          }
+      if (!dgate) continue;
+      std::fill(s.begin(), s.end(), 0.0);
+      for (int64_t k = 0; k < v.inner; ++k)
+        for (int64_t j = 0; j < v.width; ++j) {
+          const int64_t e = base + k * v.width + j;
+          s[static_cast<size_t>(j)] += static_cast<double>(load(dy, e)) * load(a, e);
+        }
+      for (int64_t j = 0; j < v.width; ++j)
+        store(dgate, r * v.width + j, static_cast<float>(s[static_cast<size_t>(j)]));
+    }
   }
 }
+
+uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
+const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 
 }  // namespace
 
@@ -184,8 +209,25 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
 
 void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
   const MultiplyGeometry g = multiply_geometry(y, a, b);
-  if (const int block = blocked_gate(g, a, b); block && all_f32_same_order({&y, &a}))
-    return blocked_gate_forward(y.data(), a.data(), b.data(), block, g.rows / block, g.inner);
+  if (const auto v = gate_runs(g, a, b);
+      v && y.dtype() == a.dtype() && y.layout() == a.layout() && y.shape() == a.shape()) {
+    if (a.dtype() == DType::kBF16) return gate_forward(bits(y), bits(a), bits(b), *v);
+    return gate_forward(y.data(), a.data(), b.data(), *v);
+  }
+  if (b.is_f32_plain() && g.rows == a.dim(0) && a.dtype() == DType::kBF16 &&
+      y.dtype() == DType::kBF16 && y.layout() == a.layout() && y.shape() == a.shape()) {
+    // drop_path's fp32 scale of 16-bit samples, in any memory order: widened, rounded once.
+    const uint16_t* ap = bits(a);
+    uint16_t* yp = bits(y);
+    const float* bp = b.data();
+    const int64_t inner = g.inner;
+#pragma omp parallel for schedule(static) if (a.numel() > 65536)
+    for (int64_t r = 0; r < g.rows; ++r)
+#pragma omp simd
+      for (int64_t j = 0; j < inner; ++j)
+        yp[r * inner + j] = f32_to_bf16(bf16_to_f32(ap[r * inner + j]) * bp[r]);
+    return;
+  }
   if (!all_f32_plain({&y, &a, &b}) && !(per_sample(g, a, b) && all_f32_same_order({&y, &a}))) {
     F32Stage sy(*this, y, &y == &a, true), sa(*this, a, true, false), sb(*this, b, true, false);
     multiply(sy.f32(), &y == &a ? sy.f32() : sa.f32(), sb.f32());
@@ -212,13 +254,21 @@ void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
 void CpuBackend::multiply_backward(Tensor* da, Tensor* db, const Tensor& dy, const Tensor& a,
                                    const Tensor& b) {
   const MultiplyGeometry g = multiply_geometry(dy, a, b);
-  if (const int block = blocked_gate(g, a, b); block && all_f32_same_order({&dy, &a}) &&
-                                               (!da || all_f32_same_order({da, &a})) &&
-                                               (!db || db->dtype() == DType::kF32)) {
+  auto same_form = [&](const Tensor* t) {
+    return !t || (t->dtype() == a.dtype() && t->layout() == a.layout() && t->shape() == a.shape());
+  };
+  if (const auto v = gate_runs(g, a, b);
+      v && same_form(&dy) && same_form(da) && (!db || db->dtype() == a.dtype())) {
     if (db) TANDEM_CHECK(db->numel() == b.numel(), "multiply_backward: db " + db->shape().str());
-    return blocked_gate_backward(da ? da->data() : nullptr, db ? db->data() : nullptr, dy.data(),
-                                 a.data(), b.data(), block, g.rows / block, g.inner);
+    if (a.dtype() == DType::kBF16)
+      return gate_backward(da ? bits(*da) : nullptr, db ? bits(*db) : nullptr, bits(dy), bits(a),
+                           bits(b), *v);
+    return gate_backward(da ? da->data() : nullptr, db ? db->data() : nullptr, dy.data(), a.data(),
+                         b.data(), *v);
   }
+  if (!db && da && b.is_f32_plain() && g.rows == a.dim(0) && a.dtype() == DType::kBF16 &&
+      same_form(da) && same_form(&dy))
+    return multiply(*da, dy, b);  // drop_path's backward: dy times the same per-sample scale
   const bool direct =
       all_f32_plain({&dy, &a, &b}) || (per_sample(g, a, b) && all_f32_same_order({&dy, &a}) &&
                                        (!da || all_f32_same_order({da, &a})));

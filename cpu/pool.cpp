@@ -10,7 +10,9 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "cpu/bf16.h"
 #include "cpu/cpu_backend_impl.h"
 
 namespace tandem {
@@ -257,6 +259,54 @@ void blocked_max_backward(float* dx, const float* dy, const float* x, const floa
   }
 }
 
+// Global average pooling (one unpadded window over the whole image: SE's squeeze and a
+// network's last pooling), y (N,C,1,1).
+bool is_global_average(const Pool2dParams& p, const Shape& x, const Shape& y) {
+  return p.mode == PoolMode::kAverage && p.kernel_h == x[2] && p.kernel_w == x[3] && p.pad_h == 0 &&
+         p.pad_w == 0 && y[2] == 1 && y[3] == 1;
+}
+
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
+
+// x as channel runs (blocked fp32, channels-last fp32 or bf16): each run's positions summed in
+// fp32 per channel, then divided; y's memory is (N,C) whatever its layout.
+template <typename T>
+void global_average_forward(T* y, const T* x, const ChannelRuns& v) {
+#pragma omp parallel if (v.runs * v.inner * v.width > 65536)
+  {
+    std::vector<float> s(static_cast<size_t>(v.width));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < v.runs; ++r) {
+      const int64_t base = r * v.inner * v.width;
+      std::fill(s.begin(), s.end(), 0.f);
+      float* sp = s.data();
+      for (int64_t k = 0; k < v.inner; ++k)
+#pragma omp simd
+        for (int64_t j = 0; j < v.width; ++j) sp[j] += load(x, base + k * v.width + j);
+      for (int64_t j = 0; j < v.width; ++j)
+        store(y, r * v.width + j, sp[j] / static_cast<float>(v.inner));
+    }
+  }
+}
+
+template <typename T>
+void global_average_backward(T* dx, const T* dy, const ChannelRuns& v) {
+#pragma omp parallel for schedule(static) if (v.runs * v.inner * v.width > 65536)
+  for (int64_t r = 0; r < v.runs; ++r) {
+    const int64_t base = r * v.inner * v.width;
+    for (int64_t k = 0; k < v.inner; ++k)
+#pragma omp simd
+      for (int64_t j = 0; j < v.width; ++j)
+        store(dx, base + k * v.width + j, load(dy, r * v.width + j) / static_cast<float>(v.inner));
+  }
+}
+
+uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
+const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
+
 // The block of tensors (of any shapes) that are all fp32 in one blocked order (8, 16), else 0.
 int blocked_f32(std::initializer_list<const Tensor*> ts) {
   const Layout l = (*ts.begin())->layout();
@@ -284,6 +334,11 @@ void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& 
                                                  y.dim(2), y.dim(3), p)
                        : blocked_max_forward<8>(y.data(), x.data(), chunks, x.dim(2), x.dim(3),
                                                 y.dim(2), y.dim(3), p);
+  }
+  if (ChannelRuns v; is_global_average(p, x.shape(), y.shape()) && channel_runs(x, &v) &&
+                     x.dtype() != DType::kF16 && y.dtype() == x.dtype()) {
+    if (x.dtype() == DType::kBF16) return global_average_forward(bits(y), bits(x), v);
+    return global_average_forward(y.data(), x.data(), v);
   }
   if (!all_f32_plain({&y, &x})) return mixed::pool2d_forward(*this, y, x, p);
   if (p.mode == PoolMode::kMax) {
@@ -341,6 +396,11 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
                                                   x.dim(2), x.dim(3), y.dim(2), y.dim(3), p)
                        : blocked_max_backward<8>(dx.data(), dy.data(), x.data(), y.data(), chunks,
                                                  x.dim(2), x.dim(3), y.dim(2), y.dim(3), p);
+  }
+  if (ChannelRuns v; is_global_average(p, x.shape(), y.shape()) && channel_runs(dx, &v) &&
+                     dx.dtype() != DType::kF16 && dy.dtype() == dx.dtype()) {
+    if (dx.dtype() == DType::kBF16) return global_average_backward(bits(dx), bits(dy), v);
+    return global_average_backward(dx.data(), dy.data(), v);
   }
   if (!all_f32_plain({&dx, &dy, &x, &y})) return mixed::pool2d_backward(*this, dx, dy, x, y, p);
   const int64_t planes = x.dim(0) * x.dim(1);

@@ -304,6 +304,13 @@ TEST_P(Ops16Test, MultiplyByAGateMatchesReference) {
   be().multiply_backward(&da, &db, upload16(s, dy), ta, tb);
   EXPECT_LT(relative_error(values(da), reference::multiply(dy, b, 15)), tolerance(0));
   EXPECT_LT(relative_error(values(db), reference::multiply_backward_b(dy, a, 15)), tolerance(15));
+  // drop_path's fp32 scale per sample (0: the sample's branch dropped) and its backward.
+  const Floats scale{0.f, 1.25f};
+  Tensor ts = upload({2}, scale), ys = output16(s), das = output16(s);
+  be().multiply(ys, ta, ts);
+  EXPECT_LT(relative_error(values(ys), reference::multiply(a, scale, 90)), tolerance(0));
+  be().multiply_backward(&das, nullptr, upload16(s, dy), ta, ts);
+  EXPECT_LT(relative_error(values(das), reference::multiply(dy, scale, 90)), tolerance(0));
 }
 
 TEST_P(Ops16Test, ReluPassesNaNOn) {
@@ -355,6 +362,18 @@ TEST_P(Ops16Test, AveragePoolingComputesInFp32) {
   be().pool2d_backward(dx, upload16({N, C, H, W}, dy), tx, y, p);
   EXPECT_LT(relative_error(values(dx), reference::pool2d_backward(dy, x, N, C, H, W, p)),
             tolerance(9));
+  // One window over the whole image (squeeze-and-excitation's squeeze): the CPU's own loop.
+  Pool2dParams global = p;
+  global.kernel_h = H, global.kernel_w = W;
+  global.pad_h = global.pad_w = 0;
+  Tensor g = output16({N, C, 1, 1});
+  be().pool2d_forward(g, tx, global);
+  EXPECT_LT(relative_error(values(g), reference::pool2d_forward(x, N, C, H, W, global)),
+            tolerance(H * W));
+  const Floats dg = rounded(random(N * C, 64));
+  be().pool2d_backward(dx, upload16({N, C, 1, 1}, dg), tx, g, global);
+  EXPECT_LT(relative_error(values(dx), reference::pool2d_backward(dg, x, N, C, H, W, global)),
+            tolerance(H * W));
 }
 
 // bias_add adds an fp32 bias to 16 bits (one rounding); bias_backward sums N*H*W values into fp32.
