@@ -150,7 +150,10 @@ TEST_P(BlockedLayout, ConvolutionsMatchThePlainOnes) {
     Tensor dw = output(c.w), dwb = output(c.w);
     be().conv2d_backward_filter(dw, dy, x, c.p);
     be().conv2d_backward_filter(dwb, dyb, xb, c.p);
-    EXPECT_LE(relative_gap(download(dwb), download(dw)), 1e-5) << c.x.str() << " filter";
+    if (c.p.groups > 1)  // tandem's depthwise loop: the plain loop's sums in its order
+      expect_same_bits(download(dwb), download(dw), "depthwise filter");
+    else
+      EXPECT_LE(relative_gap(download(dwb), download(dw)), 1e-5) << c.x.str() << " filter";
     Tensor db = output({c.w[0]}), dbb = output({c.w[0]});
     be().bias_backward(db, dy);
     be().bias_backward(dbb, dyb);
