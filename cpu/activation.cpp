@@ -93,10 +93,16 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
   TANDEM_CHECK(y.numel() == x.numel(), "activation " + x.shape().str() + " -> " + y.shape().str());
   const int64_t n = x.numel();
   if (n == 0) return;
-  if (!all_f32_same_order({&y, &x})) return mixed::activation_forward(*this, y, x, a, alpha);
+  // bf16 tensors of one memory order run oneDNN's kernel too (widened, computed in fp32, rounded
+  // once, as tandem's bf16 loop would, and vectorised where that loop's exp and erf are not).
+  const bool bf16 = x.dtype() == DType::kBF16 && y.dtype() == DType::kBF16 &&
+                    x.layout() == y.layout() && x.shape() == y.shape();
+  const bool own = a == Activation::kRelu || eltwise_algorithm(a) == dnnl::algorithm::undef;
+  if ((!all_f32_same_order({&y, &x}) && !bf16) || (bf16 && (own || a == Activation::kLeakyRelu)))
+    return mixed::activation_forward(*this, y, x, a, alpha);
   // relu forward too: x <= 0 is false for a NaN, so activation_value copies a NaN through (one
   // select, so the loop vectorises), where oneDNN's relu would make it 0.
-  if (a == Activation::kRelu || eltwise_algorithm(a) == dnnl::algorithm::undef) {
+  if (own) {
     if (tracing())
       placed("activation_forward " + eltwise_key(a, alpha, n) + " -> tandem's OpenMP loop" +
              (a == Activation::kRelu ? " (NaN-propagating)" : ""));
@@ -108,11 +114,12 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
     });
     return;
   }
-  const std::string key = eltwise_key(a, alpha, n);
+  const std::string key = eltwise_key(a, alpha, n) + (bf16 ? " bf16" : "");
   auto& e = cached<EltwiseForwardEntry>("act_fwd " + key, [&] {
     return dnnl_guard("activation_forward " + key, [&] {
       auto e = std::make_unique<EltwiseForwardEntry>();
-      auto pd = forward_pd(a, alpha, n, engine(), scratchpad_attr());
+      auto pd =
+          forward_pd(a, alpha, n, engine(), scratchpad_attr(), bf16 ? DType::kBF16 : DType::kF32);
       e->prim = dnnl::eltwise_forward(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->src = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
@@ -121,8 +128,8 @@ void CpuBackend::activation_forward(Tensor& y, const Tensor& x, Activation a, fl
       return e;
     });
   });
-  e.src.set_data_handle(const_cast<float*>(x.data()));
-  e.dst.set_data_handle(y.data());
+  e.src.set_data_handle(const_cast<void*>(x.raw()));
+  e.dst.set_data_handle(y.raw());
   e.prim.execute(stream(), {{DNNL_ARG_SRC, e.src},
                             {DNNL_ARG_DST, e.dst},
                             {DNNL_ARG_SCRATCHPAD, scratchpad(e.scratch_md)}});

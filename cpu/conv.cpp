@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/bf16.h"
 #include "cpu/cpu_backend_impl.h"
 
 namespace tandem {
@@ -195,30 +196,39 @@ void depthwise_backward_filter(float* dw, const float* dy, const float* x, const
   }
 }
 
-// The same sums with x and dy in the blocked order (N, C/B, H, W, B): B channels at a time, each
-// channel's products added in the plain loop's order (the same result to the bit).
-void depthwise_backward_filter_blocked(float* dw, const float* dy, const float* x, const Shape& xs,
-                                       const Shape& ws, const Shape& ys, const Conv2dParams& p,
-                                       int64_t B) {
+inline float widen(float v) { return v; }
+inline float widen(uint16_t v) { return bf16_to_f32(v); }
+
+// The same sums with x and dy channels innermost: blocked fp32 (N, C/B, H, W, B) or channels-last
+// bf16 (N, H, W, C), taken 16 channels at a time (a block: B), each channel's products added in
+// the plain loop's order (blocked fp32: the same result to the bit). bf16 products are exact in
+// fp32.
+template <typename T>
+void depthwise_backward_filter_inner(float* dw, const T* dy, const T* x, const Shape& xs,
+                                     const Shape& ws, const Shape& ys, const Conv2dParams& p,
+                                     int64_t block) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], P = ys[2], Q = ys[3];
   const int R = static_cast<int>(ws[2]), S = static_cast<int>(ws[3]);
-  const int64_t blocks = C / B, taps = static_cast<int64_t>(R) * S;
+  const int64_t taps = static_cast<int64_t>(R) * S;
+  const int64_t lanes = block ? block : 16, chunks = (C + lanes - 1) / lanes;
+  const int64_t step = block ? block : C;  // between neighbouring positions of one channel
 #pragma omp parallel
   {
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040);  // flush-to-zero and denormals-are-zero
-    std::vector<double> acc(static_cast<size_t>(taps * B));
-    std::vector<float> plane(static_cast<size_t>(taps * B));
+    std::vector<double> acc(static_cast<size_t>(taps * lanes));
+    std::vector<float> plane(static_cast<size_t>(taps * lanes));
 #pragma omp for schedule(static)
-    for (int64_t cb = 0; cb < blocks; ++cb) {
+    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+      const int64_t c0 = chunk * lanes, width = std::min(lanes, C - c0);
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t n = 0; n < N; ++n) {
-        const float* xp = x + (n * blocks + cb) * H * W * B;
-        const float* dp = dy + (n * blocks + cb) * P * Q * B;
+        const T* xp = x + (block ? (n * chunks + chunk) * H * W * block : n * H * W * C + c0);
+        const T* dp = dy + (block ? (n * chunks + chunk) * P * Q * block : n * P * Q * C + c0);
         std::fill(plane.begin(), plane.end(), 0.f);
         for (int64_t op = 0; op < P; ++op) {
           for (int64_t oq = 0; oq < Q; ++oq) {
-            const float* d = dp + (op * Q + oq) * B;
+            const T* d = dp + (op * Q + oq) * step;
             const int64_t h0 = op * p.stride_h - p.pad_h, w0 = oq * p.stride_w - p.pad_w;
             for (int r = 0; r < R; ++r) {
               const int64_t h = h0 + static_cast<int64_t>(r) * p.dilation_h;
@@ -226,20 +236,20 @@ void depthwise_backward_filter_blocked(float* dw, const float* dy, const float* 
               for (int s = 0; s < S; ++s) {
                 const int64_t w = w0 + static_cast<int64_t>(s) * p.dilation_w;
                 if (w < 0 || w >= W) continue;
-                const float* xv = xp + (h * W + w) * B;
-                float* pv = plane.data() + (r * S + s) * B;
+                const T* xv = xp + (h * W + w) * step;
+                float* pv = plane.data() + (r * S + s) * lanes;
 #pragma omp simd
-                for (int64_t j = 0; j < B; ++j) pv[j] += d[j] * xv[j];
+                for (int64_t j = 0; j < width; ++j) pv[j] += widen(d[j]) * widen(xv[j]);
               }
             }
           }
         }
-        for (int64_t k = 0; k < taps * B; ++k)
+        for (int64_t k = 0; k < taps * lanes; ++k)
           acc[static_cast<size_t>(k)] += plane[static_cast<size_t>(k)];
       }
-      for (int64_t j = 0; j < B; ++j)
+      for (int64_t j = 0; j < width; ++j)
         for (int64_t k = 0; k < taps; ++k)
-          dw[(cb * B + j) * taps + k] = static_cast<float>(acc[static_cast<size_t>(k * B + j)]);
+          dw[(c0 + j) * taps + k] = static_cast<float>(acc[static_cast<size_t>(k * lanes + j)]);
     }
     _mm_setcsr(csr);
   }
@@ -361,9 +371,12 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
       e->diff_wei = LayoutBridge(*this, plain_desc(g.wei), pd.diff_weights_desc(), false);
       const bool depthwise = p.groups == x.dim(1) && dw.dim(0) == x.dim(1) && dw.dim(1) == 1;
       const std::string impl = impl_name(pd);
-      e->own_depthwise =
-          depthwise && x.dtype() == DType::kF32 && dy.dtype() == DType::kF32 &&
-          (impl.find("gemm") != std::string::npos || impl.find("ref") != std::string::npos);
+      // oneDNN's depthwise kernels are named "..._dw..." or "dw..."; for other shapes it
+      // offers a gemm (fp32 plain), its reference kernel (fp32 blocked) or a generic bf16
+      // kernel, each 10 to 30 times slower than tandem's loop.
+      e->own_depthwise = depthwise && impl.find("dw") == std::string::npos &&
+                         x.dtype() == dy.dtype() &&
+                         (x.dtype() == DType::kF32 || x.dtype() == DType::kBF16);
       e->placement =
           "conv2d_backward_filter" + types + " " + g.desc + " -> " +
           (e->own_depthwise
@@ -374,9 +387,16 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
       return e;
     });
   });
-  if (e.own_depthwise && x.layout() == dy.layout() && channel_block(x.layout()))
-    return depthwise_backward_filter_blocked(dw.data(), dy.data(), x.data(), x.shape(), dw.shape(),
-                                             dy.shape(), p, channel_block(x.layout()));
+  if (e.own_depthwise && x.layout() == dy.layout()) {
+    const int block = channel_block(x.layout());
+    if (block)
+      return depthwise_backward_filter_inner(dw.data(), dy.data(), x.data(), x.shape(), dw.shape(),
+                                             dy.shape(), p, block);
+    if (x.layout() == Layout::kChannelsLast && x.dtype() == DType::kBF16)
+      return depthwise_backward_filter_inner(dw.data(), static_cast<const uint16_t*>(dy.raw()),
+                                             static_cast<const uint16_t*>(x.raw()), x.shape(),
+                                             dw.shape(), dy.shape(), p, 0);
+  }
   if (e.own_depthwise) {  // on plain stand-ins of other layouts
     F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
     return depthwise_backward_filter(dw.data(), sdy.f32().data(), sx.f32().data(), x.shape(),

@@ -150,7 +150,10 @@ std::vector<ConvCase> conv_cases() {
           {"channel_tails_stride2", {2, 17, 9, 7, 33, 3, 3}, params(2, 1)},
           {"1x1", {2, 16, 5, 5, 8, 1, 1}, params(1, 0)},
           {"grouped_g4", {2, 16, 8, 8, 32, 3, 3}, params(1, 1, 4)},
-          {"depthwise_stride2", {2, 32, 9, 9, 32, 3, 3}, params(2, 1, 32)}};
+          {"depthwise_stride2", {2, 32, 9, 9, 32, 3, 3}, params(2, 1, 32)},
+          // EfficientNet's 5x5 depthwise, 20 channels (a 16-channel run and a tail of 4): on the
+          // CPU its weight gradient is tandem's loop, oneDNN having no depthwise kernel for it.
+          {"depthwise_5x5_tail", {3, 20, 7, 6, 20, 5, 5}, params(1, 2, 20)}};
 }
 
 // With a bias: the CPU adds it inside the convolution (one rounding); the GPU adds it to cuDNN's
