@@ -10,6 +10,10 @@
 
 #include "cpu/cpu_backend_impl.h"
 
+// clang-format off: last, so that only what follows is compiled for AVX2 with FMA
+#include "cpu/isa.h"
+// clang-format on
+
 namespace tandem {
 namespace {
 

@@ -283,6 +283,13 @@ void LayoutBridge::run(dnnl::stream& s) {
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size) {
+#ifdef TANDEM_CPU_AVX2
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    throw DeviceError(
+        "this CPU has no AVX2 with FMA, which this build's CPU kernels are compiled for",
+        "rebuild with cmake -DTANDEM_CPU_AVX2=OFF (make CMAKE_FLAGS=-DTANDEM_CPU_AVX2=OFF) "
+        "for any x86-64 CPU");
+#endif
   return std::make_unique<CpuBackend>(threads, batch_size);
 }
 

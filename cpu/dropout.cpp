@@ -4,6 +4,10 @@
 #include "cpu/cpu_backend_impl.h"
 #include "engine/rng.h"
 
+// clang-format off: last, so that only what follows is compiled for AVX2 with FMA
+#include "cpu/isa.h"
+// clang-format on
+
 namespace tandem {
 
 // mask[i] = (philox_uniform(seed, offset, i) >= p) * 1/(1-p), y = x * mask; x, y, mask same numel.

@@ -8,6 +8,10 @@
 
 #include "cpu/cpu_backend_impl.h"
 
+// clang-format off: last, so that only what follows is compiled for AVX2 with FMA
+#include "cpu/isa.h"
+// clang-format on
+
 namespace tandem {
 
 void CpuBackend::groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,

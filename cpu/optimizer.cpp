@@ -7,6 +7,10 @@
 #include "cpu/cpu_backend_impl.h"
 #include "engine/optimizer_math.h"
 
+// clang-format off: last, so that only what follows is compiled for AVX2 with FMA
+#include "cpu/isa.h"
+// clang-format on
+
 namespace tandem {
 namespace {
 
