@@ -154,12 +154,18 @@ std::vector<std::string> peak_lines(const std::vector<BenchRow>& rows) {
   std::vector<std::string> out;
   for (const BenchRow& row : rows) {
     if (!row.ran()) continue;
+    // "cpu fp32", whether or not the label already names the precision (a --precision list).
+    const std::string& label = row.device.label;
+    const std::string& precision = row.device.precision;
+    const bool named =
+        label.size() >= precision.size() &&
+        label.compare(label.size() - precision.size(), precision.size(), precision) == 0;
+    const std::string who = named ? label : label + " " + precision;
     const std::string line =
         row.peak.gflops > 0
-            ? fmt::format("(of peak: the training GFLOP/s over {} {}'s peak of {:.1f} GFLOP/s, {})",
-                          row.device.label, row.device.precision, row.peak.gflops, row.peak.how)
-            : fmt::format("(of peak: {} {}'s peak is {})", row.device.label, row.device.precision,
-                          row.peak.how);
+            ? fmt::format("(of peak: the training GFLOP/s over {}'s peak of {:.1f} GFLOP/s, {})",
+                          who, row.peak.gflops, row.peak.how)
+            : fmt::format("(of peak: {}'s peak is {})", who, row.peak.how);
     if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
   }
   return out;
