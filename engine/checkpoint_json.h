@@ -15,12 +15,15 @@ struct Json {
   std::vector<Json> items;                            // arrays
   std::string text;                                   // strings; numbers as written
 
-  const Json* find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const Json* find(const std::string& key) const;
 };
+
+// Defined once Json is complete: clang instantiates the pair of `members` where a body uses it.
+inline const Json* Json::find(const std::string& key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 // The JSON value of `text`; throws CheckpointError naming `what` and the byte at fault.
 Json read(const std::string& text, const std::string& what);

@@ -241,6 +241,33 @@ TEST(Predict, AFolderWithOneBadImagePrintsTheOthersThenNamesItAndExitsFour) {
       << r.out;
 }
 
+// A checkpoint whose stored config is damaged is the checkpoint's fault: named, exit status 7.
+TEST(Predict, ACheckpointWhoseStoredConfigIsDamagedIsNamed) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string file = dir + "/epoch-1.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("\\nlayers:");  // in the header's config text, escaped
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 7] = 'z';  // "layerz": the same length, so the header stays well-formed
+  std::ofstream(file, std::ios::binary) << bytes;
+  auto r = test::run_trainer("predict --checkpoint " + file + " " +
+                             test::source_path("datasets/mnist-png-sample/test/3/00015.png"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(
+      r.out.find("error: checkpoint '" + file + "' is unusable: the config it stores is refused: "),
+      std::string::npos)
+      << r.out;
+}
+
 TEST(Predict, AFolderWithoutImagesIsADataError) {
   const std::string dir = test::fresh_dir("ckpt");
   ASSERT_EQ(
