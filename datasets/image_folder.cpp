@@ -8,6 +8,7 @@
 #include <cctype>
 #include <filesystem>
 #include <memory>
+#include <new>
 
 #include "datasets/file_io.h"
 #include "datasets/image_decode.h"
@@ -71,13 +72,18 @@ std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
 // Decodes one image into `out` (C*H*W bytes, CHW) at the model's shape; returns "" or why not.
 // Errors from the image itself (corrupt, unreadable) start with "decode:" so skip_bad can skip
 // them; a size mismatch with resize off is always an error.
+// Runs on OpenMP's threads (load_image_folder, predict), where nothing may throw.
 std::string decode(const std::string& path, int c, int h, int w, bool resize, uint8_t* out) {
-  std::string error;
-  const std::vector<uint8_t> bytes = read_bytes(path, &error);
-  if (!error.empty()) return "decode:" + error;
-  const DecodedImage d = decode_image_bytes(bytes.data(), bytes.size(), c, h, w, resize, out);
-  if (d.status == DecodedImage::kOk) return "";
-  return (d.status == DecodedImage::kWrongSize ? "size:" : "decode:") + d.why;
+  try {
+    std::string error;
+    const std::vector<uint8_t> bytes = read_bytes(path, &error);
+    if (!error.empty()) return "decode:" + error;
+    const DecodedImage d = decode_image_bytes(bytes.data(), bytes.size(), c, h, w, resize, out);
+    if (d.status == DecodedImage::kOk) return "";
+    return (d.status == DecodedImage::kWrongSize ? "size:" : "decode:") + d.why;
+  } catch (const std::bad_alloc&) {
+    return "decode:cannot be decoded: out of memory";
+  }
 }
 
 }  // namespace
@@ -263,16 +269,21 @@ int64_t count_image_files(const std::string& folder) {
   return n;
 }
 
-std::string image_problem(const std::string& path, const Shape& shape, uint8_t* out) {
+void check_image_input(const Shape& shape) {
   if (shape.rank() != 3)
     throw DataError("the model takes flat input " + shape.str() + ", not images",
                     "predict needs a model whose input is [C, H, W]");
+}
+
+std::string image_problem(const std::string& path, const Shape& shape, uint8_t* out) {
+  if (shape.rank() != 3) return "cannot be given to a model of flat input " + shape.str();
   const std::string e = decode(path, static_cast<int>(shape[0]), static_cast<int>(shape[1]),
                                static_cast<int>(shape[2]), true, out);
   return e.empty() ? e : e.substr(e.find(':') + 1);
 }
 
 void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {
+  check_image_input(shape);
   if (const std::string why = image_problem(path, shape, out); !why.empty())
     throw DataError("the image '" + path + "' " + why,
                     std::string("give ") + kImageKinds + " files");

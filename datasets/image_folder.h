@@ -45,8 +45,10 @@ bool has_image_extension(const std::string& name);
 // Decodes one image file to `shape` (C,H,W) as uint8 CHW in `out`, converting channels and
 // resizing; throws DataError naming the file and the reason when it does not decode.
 void decode_image(const std::string& path, const Shape& shape, uint8_t* out);
-// The same without throwing for the file: "" when it decoded, else why not, as the end of a
-// sentence that starts with the file's name. For callers that go on past a bad file.
+// The same without throwing (for OpenMP's threads, and callers that go on past a bad file): ""
+// when it decoded, else why not, as the end of a sentence that starts with the file's name.
 std::string image_problem(const std::string& path, const Shape& shape, uint8_t* out);
+// Throws DataError unless `shape` is an image's (C,H,W): first, for image_problem's callers.
+void check_image_input(const Shape& shape);
 
 }  // namespace tandem

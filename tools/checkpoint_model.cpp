@@ -95,6 +95,15 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
                                       "names for the model's {} classes",
                                       m.path, names, m.graph->classes()),
                           "the file is damaged; use another checkpoint");
+  // A damaged checkpoint's stored config can describe any model: one whose parameters the file
+  // cannot hold is not this file's model, and is refused before memory is allocated for it.
+  std::error_code ec;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(m.path, ec));
+  if (!ec && m.graph->parameter_count() > file_bytes / 4)
+    throw CheckpointError(fmt::format("checkpoint '{}' is unusable: the model its config "
+                                      "describes has {} parameters, more than its {} bytes hold",
+                                      m.path, m.graph->parameter_count(), file_bytes),
+                          "the file is damaged or cut short; use another checkpoint");
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));
   m.graph->allocate(*m.backend, max_batch > 0 ? max_batch : m.config.train.batch_size,
                     m.config.train.seed);

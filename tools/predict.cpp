@@ -169,6 +169,7 @@ int run_predict(const RunRequest& r) {
   const int64_t batch = std::min<int64_t>(n, config.train.batch_size);
   const Shape shape = graph.input_shape();
   const int64_t numel = shape.numel();
+  check_image_input(shape);
   std::vector<std::string> failed(static_cast<size_t>(n));  // why an image did not decode, or ""
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);

@@ -2,6 +2,7 @@
 // and confusion matrix; bad checkpoints refused.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -265,6 +266,41 @@ TEST(Predict, ACheckpointWhoseStoredConfigIsDamagedIsNamed) {
   EXPECT_NE(
       r.out.find("error: checkpoint '" + file + "' is unusable: the config it stores is refused: "),
       std::string::npos)
+      << r.out;
+}
+
+// A stored config that describes a model far larger than the file (16 million units where it had
+// 16) is refused before memory is allocated for the model.
+TEST(Predict, ACheckpointWhoseStoredModelOutgrowsTheFileIsRefusedBeforeAllocating) {
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string file = dir + "/epoch-1.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The header: its length (8 bytes, little-endian), then its JSON; tensor offsets count from
+  // its end, so a longer header keeps them.
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  const size_t at = header.find("units: 16}");
+  ASSERT_NE(at, std::string::npos) << header;
+  header.replace(at, 10, "units: 16000000}");
+  n = header.size();
+  std::ofstream(file, std::ios::binary)
+      << std::string(reinterpret_cast<const char*>(&n), 8) << header << bytes.substr(8 + n - 6);
+  auto r = test::run_trainer("predict --checkpoint " + file + " " +
+                             test::source_path("datasets/mnist-png-sample/test/3/00015.png"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("error: checkpoint '" + file +
+                       "' is unusable: the model its config "
+                       "describes has "),
+            std::string::npos)
       << r.out;
 }
 
