@@ -117,13 +117,21 @@ class OnnxFile {
   // A tensor's values (float, double, int32, int64), from the proto or its external file.
   Const read(const onnx::TensorProto& t) const {
     Const c;
+    // The shape is checked before anything is sized by it: its product must not overflow (nor
+    // pass 2^40 values, far beyond what a file holds), and the data must hold that many values.
+    int64_t n = 1;
     for (int64_t d : t.dims()) {
       if (d < 0)
         file_error(path_, fmt::format("is damaged: tensor '{}' has a negative dimension", t.name()),
                    "export the model again");
+      if (d > 0 && n > (int64_t{1} << 40) / d)
+        file_error(
+            path_,
+            fmt::format("is damaged: tensor '{}' has a shape of more than 2^40 values", t.name()),
+            "export the model again");
+      n *= d;
       c.dims.push_back(d);
     }
-    const int64_t n = c.numel();
     size_t width = 0;
     switch (t.data_type()) {
       case onnx::TensorProto::FLOAT:
@@ -155,7 +163,6 @@ class OnnxFile {
       raw = t.raw_data();
       have_raw = true;
     }
-    c.values.resize(static_cast<size_t>(n));
     auto size_error = [&](size_t got) {
       file_error(path_,
                  fmt::format("is damaged: tensor '{}' of shape {} holds {} values, not {}",
@@ -164,6 +171,7 @@ class OnnxFile {
     };
     if (have_raw) {
       if (raw.size() != static_cast<size_t>(n) * width) size_error(raw.size() / width);
+      c.values.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         const char* p = raw.data() + i * static_cast<int64_t>(width);
         switch (t.data_type()) {
@@ -185,6 +193,7 @@ class OnnxFile {
     }
     auto take = [&](const auto& field) {
       if (field.size() != n) size_error(static_cast<size_t>(field.size()));
+      c.values.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) c.values[i] = static_cast<double>(field.Get(i));
     };
     switch (t.data_type()) {
