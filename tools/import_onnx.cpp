@@ -630,10 +630,19 @@ class Importer {
                                const std::vector<int64_t>& kernel,
                                const std::vector<int64_t>& strides,
                                const std::vector<int64_t>& dilations) const {
+    // A damaged file can hold any numbers: a stride of 0 would divide by zero below.
+    constexpr int64_t kMax = int64_t{1} << 16;
+    auto in_range = [&](const std::vector<int64_t>& v, int64_t lo) {
+      return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x >= lo && x <= kMax; });
+    };
+    if (!in_range(kernel, 1) || !in_range(strides, 1) || !in_range(dilations, 1))
+      throw NotTaken(fmt::format("its window (kernel {}, strides {}, dilations {}) is out of range",
+                                 ints_text(kernel), ints_text(strides), ints_text(dilations)));
     const std::string auto_pad = string_attr(n, "auto_pad", "NOTSET");
     std::vector<int64_t> pads = ints_attr(n, "pads", {0, 0, 0, 0});
     if (pads.size() != 4) throw NotTaken("its pads are not 4 values (top, left, bottom, right)");
-    if (auto_pad == "VALID") return {0, 0};
+    if (!in_range(pads, 0)) throw NotTaken("its pads " + ints_text(pads) + " are out of range");
+    if (auto_pad == "VALID") pads = {0, 0, 0, 0};
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       for (int a = 0; a < 2; ++a) {
         const int64_t size = in[a + 1], out = (size + strides[a] - 1) / strides[a];
@@ -642,7 +651,7 @@ class Importer {
         pads[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
         pads[a + 2] = total - pads[a];
       }
-    } else if (auto_pad != "NOTSET") {
+    } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
       throw NotTaken("its auto_pad is '" + auto_pad + "'");
     }
     if (pads[0] != pads[2] || pads[1] != pads[3])
@@ -650,6 +659,9 @@ class Importer {
           fmt::format("it pads unevenly (top {}, left {}, bottom {}, right {}); "
                       "tandem pads both sides alike",
                       pads[0], pads[1], pads[2], pads[3]));
+    for (int a = 0; a < 2; ++a)
+      if (in[a + 1] + 2 * pads[a] < (kernel[a] - 1) * dilations[a] + 1)
+        throw NotTaken("its window is larger than its padded " + in.str() + " input");
     return {pads[0], pads[1]};
   }
 
@@ -861,7 +873,7 @@ class Importer {
     const std::vector<int64_t> strides = ints_attr(n, "strides", {1, 1});
     const std::vector<int64_t> dilations = ints_attr(n, "dilations", {1, 1});
     if (strides.size() != 2 || dilations.size() != 2) throw NotTaken("it is not 2-D");
-    if (groups < 1 || x.shape[0] != w.dims[1] * groups)
+    if (groups < 1 || groups > x.shape[0] || x.shape[0] != w.dims[1] * groups)
       throw NotTaken(fmt::format("its weight {} does not fit its {} input in {} groups",
                                  ints_text(w.dims), x.shape.str(), groups));
     const std::vector<int64_t> pads = pads_of(n, x.shape, kernel, strides, dilations);

@@ -326,5 +326,17 @@ TEST(ImportOnnx, ATensorWhoseShapeOutgrowsItsDataIsRefusedBeforeAllocating) {
       << r.out;
 }
 
+// A fuzz target's find: a convolution of stride 0 divided by zero computing its output size. A
+// window's kernel, strides, dilations and pads are checked first, and the node is refused.
+TEST(ImportOnnx, AConvolutionOfStrideZeroIsRefusedByName) {
+  const std::string model = test::source_path("tests/fuzz/regressions/onnx/conv-stride-zero.onnx");
+  auto r = test::run_trainer("import " + model + " --force --out " + test::fresh_dir("stride0"));
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("its window (kernel [3, 3], strides [0, 1], dilations [1, 1]) is out of "
+                       "range"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace tandem
