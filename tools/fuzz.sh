@@ -29,6 +29,10 @@ cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# The targets write each input to a file (the readers take paths): under the build folder.
+mkdir -p "$BUILD/tmp"
+TMPDIR=$(cd "$BUILD/tmp" && pwd)
+export TMPDIR
 status=0
 for t in "${targets[@]}"; do
   corpus=$BUILD/corpus/${t%_fuzz} findings=$BUILD/findings/$t
