@@ -15,7 +15,7 @@ AVX2_SUITES = Backends/LayerGradient.*:Backends/BranchingGradient.*:Backends/Gat
 	MixedPrecisionRun.*:LossScaling*:Optimizer*:Devices.*:ChannelsLast.*:LeNetOnMnist.*:$\
 	Training.*
 
-.PHONY: demo test test-avx2 build setup clean
+.PHONY: demo test test-avx2 fuzz build setup clean
 
 demo: build
 	$(BUILD)/trainer --config configs/lenet.yaml --device all
@@ -26,6 +26,12 @@ test: build
 test-avx2: build
 	DNNL_MAX_CPU_ISA=AVX2 $(BUILD)/tests/backend_tests
 	DNNL_MAX_CPU_ISA=AVX2 $(BUILD)/tests/tandem_tests --gtest_filter='$(AVX2_SUITES)'
+
+# Every fuzz target for FUZZ_SECONDS each (10 minutes: an hour in all), from where the last run
+# left its corpus (build-fuzz/corpus/); CI runs them 20 s each.
+FUZZ_SECONDS ?= 600
+fuzz: setup
+	bash tools/fuzz.sh $(FUZZ_SECONDS)
 
 build: setup
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

@@ -10,6 +10,7 @@
 // the same to the bit in both builds (and the GPU's update kernels match them).
 #pragma once
 
-#ifdef TANDEM_CPU_AVX2
+// GCC's pragma; clang (the fuzz build, tools/fuzz.sh) builds the loops for any x86-64.
+#if defined(TANDEM_CPU_AVX2) && !defined(__clang__)
 #pragma GCC target("avx2,fma")
 #endif

@@ -1,17 +1,17 @@
-// Image folder reader: one sub-folder per class; the images stb_image decodes
-// (has_image_extension).
+// Image folder reader: one sub-folder per class of image files (has_image_extension), decoded by
+// image_decode.h.
 #include "datasets/image_folder.h"
 
 #include <spdlog/spdlog.h>
-#include <stb/stb_image.h>
-#include <stb/stb_image_resize.h>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <memory>
+#include <new>
 
 #include "datasets/file_io.h"
+#include "datasets/image_decode.h"
 #include "engine/error.h"
 #include "engine/file_check.h"
 
@@ -25,7 +25,7 @@ constexpr size_t kSkippedListed = 10;
 
 const char* kLayoutHint =
     "lay the images out as FOLDER/train/CLASS/IMAGE and FOLDER/test/CLASS/IMAGE (one sub-folder "
-    "per class of PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM files) and point data.path at "
+    "per class of PNG, JPEG, BMP, GIF, TGA, PGM or PPM files) and point data.path at "
     "FOLDER";
 
 struct ClassFiles {
@@ -54,9 +54,6 @@ void list_dir(const std::string& dir, std::vector<std::string>* folders,
   if (files) std::sort(files->begin(), files->end());
 }
 
-// The most pixels an image may announce: stb_image would allocate them before decoding a byte.
-constexpr int64_t kMaxImagePixels = int64_t{1} << 27;
-
 // The bytes of `path`, or why not in *error: a regular file of a sane size only, so that a FIFO
 // or a device (/dev/zero) is refused at once instead of hanging or filling memory.
 std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
@@ -75,61 +72,29 @@ std::vector<uint8_t> read_bytes(const std::string& path, std::string* error) {
 // Decodes one image into `out` (C*H*W bytes, CHW) at the model's shape; returns "" or why not.
 // Errors from the image itself (corrupt, unreadable) start with "decode:" so skip_bad can skip
 // them; a size mismatch with resize off is always an error.
+// Runs on OpenMP's threads (load_image_folder, predict), where nothing may throw.
 std::string decode(const std::string& path, int c, int h, int w, bool resize, uint8_t* out) {
-  std::string error;
-  std::vector<uint8_t> bytes = read_bytes(path, &error);
-  if (!error.empty()) return "decode:" + error;
-  if (bytes.empty()) return "decode:is empty";
-  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return "decode:is larger than 2 GiB";
-  int iw = 0, ih = 0, file_channels = 0;
-  if (stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &iw, &ih,
-                            &file_channels) &&
-      int64_t{iw} * ih > kMaxImagePixels)
-    return "decode:announces " + std::to_string(iw) + "x" + std::to_string(ih) +
-           " pixels, more than an image of a training set has";
-  // stb_image converts to `c` channels itself: gray <-> RGB, alpha added (opaque) or dropped.
-  stbi_uc* pixels = stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &iw, &ih,
-                                          &file_channels, c);
-  if (!pixels) {
-    const char* why = stbi_failure_reason();
-    return std::string("decode:does not decode as an image (") + (why ? why : "unknown") + ")";
+  try {
+    std::string error;
+    const std::vector<uint8_t> bytes = read_bytes(path, &error);
+    if (!error.empty()) return "decode:" + error;
+    const DecodedImage d = decode_image_bytes(bytes.data(), bytes.size(), c, h, w, resize, out);
+    if (d.status == DecodedImage::kOk) return "";
+    return (d.status == DecodedImage::kWrongSize ? "size:" : "decode:") + d.why;
+  } catch (const std::bad_alloc&) {
+    return "decode:cannot be decoded: out of memory";
   }
-  std::vector<uint8_t> hwc;
-  const uint8_t* src = pixels;
-  if (iw != w || ih != h) {
-    if (!resize) {
-      stbi_image_free(pixels);
-      return "size:is " + std::to_string(iw) + "x" + std::to_string(ih) +
-             " (width x height) but the model's input is " + std::to_string(w) + "x" +
-             std::to_string(h);
-    }
-    hwc.resize(static_cast<size_t>(h) * w * c);
-    if (!stbir_resize_uint8(pixels, iw, ih, 0, hwc.data(), w, h, 0, c)) {
-      stbi_image_free(pixels);
-      return "decode:cannot be resized from " + std::to_string(iw) + "x" + std::to_string(ih);
-    }
-    src = hwc.data();
-  }
-  // stb gives rows of interleaved channels (HWC); the engine wants planes (CHW).
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int k = 0; k < c; ++k)
-        out[(static_cast<size_t>(k) * h + y) * w + x] =
-            src[(static_cast<size_t>(y) * w + x) * c + k];
-  stbi_image_free(pixels);
-  return "";
 }
 
 }  // namespace
-
-const char* const kImageKinds = "PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM";
 
 bool has_image_extension(const std::string& name) {
   std::string ext = fs::path(name).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  for (const char* e :
-       {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".psd", ".hdr", ".pgm", ".ppm", ".pnm"})
+  // .psd, .hdr and .pic are read too, to be refused by name with the reason (image_decode.h).
+  for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tga", ".pgm", ".ppm", ".pnm",
+                        ".psd", ".hdr", ".pic"})
     if (ext == e) return true;
   return false;
 }
@@ -304,14 +269,23 @@ int64_t count_image_files(const std::string& folder) {
   return n;
 }
 
-void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {
+void check_image_input(const Shape& shape) {
   if (shape.rank() != 3)
     throw DataError("the model takes flat input " + shape.str() + ", not images",
                     "predict needs a model whose input is [C, H, W]");
+}
+
+std::string image_problem(const std::string& path, const Shape& shape, uint8_t* out) {
+  if (shape.rank() != 3) return "cannot be given to a model of flat input " + shape.str();
   const std::string e = decode(path, static_cast<int>(shape[0]), static_cast<int>(shape[1]),
                                static_cast<int>(shape[2]), true, out);
-  if (!e.empty())
-    throw DataError("the image '" + path + "' " + e.substr(e.find(':') + 1),
+  return e.empty() ? e : e.substr(e.find(':') + 1);
+}
+
+void decode_image(const std::string& path, const Shape& shape, uint8_t* out) {
+  check_image_input(shape);
+  if (const std::string why = image_problem(path, shape, out); !why.empty())
+    throw DataError("the image '" + path + "' " + why,
                     std::string("give ") + kImageKinds + " files");
 }
 

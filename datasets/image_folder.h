@@ -1,10 +1,11 @@
-// Image folder reader: one sub-folder per class; PNG, JPEG, BMP, GIF, TGA through stb_image.
+// Image folder reader: one sub-folder per class of PNG, JPEG, BMP, GIF, TGA, PGM or PPM files.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "datasets/dataset.h"
+#include "datasets/image_decode.h"
 
 namespace tandem {
 
@@ -35,15 +36,19 @@ Dataset load_image_folder(const std::string& folder, const std::string& what,
 // load_image_folder would decode.
 int64_t count_image_files(const std::string& folder);
 
-// Whether a file name has the extension of an image kind stb_image decodes, in any case: PNG,
-// JPEG, BMP, GIF (first frame), TGA, PSD (the composite), HDR (tone-mapped to 8 bits) and the
-// binary PNM forms (PGM, PPM, PNM). The one list, for image folders (training) and predict.
+// Whether a file name has the extension of an image file, in any case: PNG, JPEG, BMP, GIF (first
+// frame), TGA and the binary PNM forms (PGM, PPM, PNM), which are decoded; PSD, HDR and PIC, which
+// are read only to be refused by name (image_decode.h), not passed over in silence. The one list,
+// for image folders (training) and predict.
 bool has_image_extension(const std::string& name);
-// The same kinds in words, for messages: "PNG, JPEG, BMP, GIF, TGA, PSD, HDR, PGM or PPM".
-extern const char* const kImageKinds;
 
 // Decodes one image file to `shape` (C,H,W) as uint8 CHW in `out`, converting channels and
-// resizing; throws DataError naming the file when it does not decode.
+// resizing; throws DataError naming the file and the reason when it does not decode.
 void decode_image(const std::string& path, const Shape& shape, uint8_t* out);
+// The same without throwing (for OpenMP's threads, and callers that go on past a bad file): ""
+// when it decoded, else why not, as the end of a sentence that starts with the file's name.
+std::string image_problem(const std::string& path, const Shape& shape, uint8_t* out);
+// Throws DataError unless `shape` is an image's (C,H,W): first, for image_problem's callers.
+void check_image_input(const Shape& shape);
 
 }  // namespace tandem

@@ -11,6 +11,20 @@
 #include "engine/utf8.h"
 
 namespace tandem::checkpoint_json {
+
+Json::Json() = default;
+Json::Json(const Json&) = default;
+Json::Json(Json&&) noexcept = default;
+Json& Json::operator=(const Json&) = default;
+Json& Json::operator=(Json&&) noexcept = default;
+Json::~Json() = default;
+
+const Json* Json::find(const std::string& key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
+
 namespace {
 
 // A recursive-descent reader of the JSON subset above; `what` names the file in errors.

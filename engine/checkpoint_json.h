@@ -15,11 +15,16 @@ struct Json {
   std::vector<Json> items;                            // arrays
   std::string text;                                   // strings; numbers as written
 
-  const Json* find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  // Declared here, defined in the .cpp: a Json holds pairs holding Jsons, and clang with
+  // libstdc++ cannot instantiate those pairs where the implicit members would be defined.
+  Json();
+  Json(const Json&);
+  Json(Json&&) noexcept;
+  Json& operator=(const Json&);
+  Json& operator=(Json&&) noexcept;
+  ~Json();
+
+  const Json* find(const std::string& key) const;
 };
 
 // The JSON value of `text`; throws CheckpointError naming `what` and the byte at fault.

@@ -14,6 +14,24 @@
 
 namespace tandem {
 
+namespace {
+
+// What `make` builds from the config a checkpoint stores; a config that is refused (a damaged
+// file) is told as the checkpoint's fault, naming it, with the config's own message.
+template <class Make>
+auto stored_config(const std::string& path, const Make& make) {
+  try {
+    return make();
+  } catch (const ConfigError& e) {
+    throw CheckpointError(
+        "checkpoint '" + path + "' is unusable: the config it stores is refused: " + e.cause(),
+        "the file is damaged; use another checkpoint, or give the model's "
+        "config with --config");
+  }
+}
+
+}  // namespace
+
 CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& command,
                                       int64_t max_batch) {
   if (r.checkpoint.empty())
@@ -38,7 +56,7 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
         m.meta.config_file.empty()
             ? (std::filesystem::path(m.path).parent_path() / "config.yaml").string()
             : m.meta.config_file;
-    m.config = parse_config(m.meta.config_text, file);
+    m.config = stored_config(m.path, [&] { return parse_config(m.meta.config_text, file); });
     if (r.data) set_data_path(m.config.data, *r.data, "--data");
     if (r.batch_size) m.config.train.batch_size = *r.batch_size;
     if (r.threads) m.config.train.threads = *r.threads;
@@ -66,7 +84,9 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
     m.config.data.mean = m.meta.normalize_mean;
     m.config.data.std = m.meta.normalize_std;
   }
-  m.graph = std::make_unique<Graph>(m.config);
+  m.graph = r.config_path.empty()
+                ? stored_config(m.path, [&] { return std::make_unique<Graph>(m.config); })
+                : std::make_unique<Graph>(m.config);
   // Names for the model's outputs, at most one each (predict prints them; a data set may use
   // fewer classes than the model has outputs).
   if (const auto names = static_cast<int64_t>(m.meta.class_names.size());
@@ -75,6 +95,15 @@ CheckpointModel load_checkpoint_model(const RunRequest& r, const std::string& co
                                       "names for the model's {} classes",
                                       m.path, names, m.graph->classes()),
                           "the file is damaged; use another checkpoint");
+  // A damaged checkpoint's stored config can describe any model: one whose parameters the file
+  // cannot hold is not this file's model, and is refused before memory is allocated for it.
+  std::error_code ec;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(m.path, ec));
+  if (!ec && m.graph->parameter_count() > file_bytes / 4)
+    throw CheckpointError(fmt::format("checkpoint '{}' is unusable: the model its config "
+                                      "describes has {} parameters, more than its {} bytes hold",
+                                      m.path, m.graph->parameter_count(), file_bytes),
+                          "the file is damaged or cut short; use another checkpoint");
   m.backend = create_backend(m.device.backend, backend_options(m.config, m.device));
   m.graph->allocate(*m.backend, max_batch > 0 ? max_batch : m.config.train.batch_size,
                     m.config.train.seed);

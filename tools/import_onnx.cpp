@@ -117,13 +117,21 @@ class OnnxFile {
   // A tensor's values (float, double, int32, int64), from the proto or its external file.
   Const read(const onnx::TensorProto& t) const {
     Const c;
+    // The shape is checked before anything is sized by it: its product must not overflow (nor
+    // pass 2^40 values, far beyond what a file holds), and the data must hold that many values.
+    int64_t n = 1;
     for (int64_t d : t.dims()) {
       if (d < 0)
         file_error(path_, fmt::format("is damaged: tensor '{}' has a negative dimension", t.name()),
                    "export the model again");
+      if (d > 0 && n > (int64_t{1} << 40) / d)
+        file_error(
+            path_,
+            fmt::format("is damaged: tensor '{}' has a shape of more than 2^40 values", t.name()),
+            "export the model again");
+      n *= d;
       c.dims.push_back(d);
     }
-    const int64_t n = c.numel();
     size_t width = 0;
     switch (t.data_type()) {
       case onnx::TensorProto::FLOAT:
@@ -155,7 +163,6 @@ class OnnxFile {
       raw = t.raw_data();
       have_raw = true;
     }
-    c.values.resize(static_cast<size_t>(n));
     auto size_error = [&](size_t got) {
       file_error(path_,
                  fmt::format("is damaged: tensor '{}' of shape {} holds {} values, not {}",
@@ -164,6 +171,7 @@ class OnnxFile {
     };
     if (have_raw) {
       if (raw.size() != static_cast<size_t>(n) * width) size_error(raw.size() / width);
+      c.values.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
         const char* p = raw.data() + i * static_cast<int64_t>(width);
         switch (t.data_type()) {
@@ -185,6 +193,7 @@ class OnnxFile {
     }
     auto take = [&](const auto& field) {
       if (field.size() != n) size_error(static_cast<size_t>(field.size()));
+      c.values.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) c.values[i] = static_cast<double>(field.Get(i));
     };
     switch (t.data_type()) {
@@ -621,10 +630,19 @@ class Importer {
                                const std::vector<int64_t>& kernel,
                                const std::vector<int64_t>& strides,
                                const std::vector<int64_t>& dilations) const {
+    // A damaged file can hold any numbers: a stride of 0 would divide by zero below.
+    constexpr int64_t kMax = int64_t{1} << 16;
+    auto in_range = [&](const std::vector<int64_t>& v, int64_t lo) {
+      return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x >= lo && x <= kMax; });
+    };
+    if (!in_range(kernel, 1) || !in_range(strides, 1) || !in_range(dilations, 1))
+      throw NotTaken(fmt::format("its window (kernel {}, strides {}, dilations {}) is out of range",
+                                 ints_text(kernel), ints_text(strides), ints_text(dilations)));
     const std::string auto_pad = string_attr(n, "auto_pad", "NOTSET");
     std::vector<int64_t> pads = ints_attr(n, "pads", {0, 0, 0, 0});
     if (pads.size() != 4) throw NotTaken("its pads are not 4 values (top, left, bottom, right)");
-    if (auto_pad == "VALID") return {0, 0};
+    if (!in_range(pads, 0)) throw NotTaken("its pads " + ints_text(pads) + " are out of range");
+    if (auto_pad == "VALID") pads = {0, 0, 0, 0};
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       for (int a = 0; a < 2; ++a) {
         const int64_t size = in[a + 1], out = (size + strides[a] - 1) / strides[a];
@@ -633,7 +651,7 @@ class Importer {
         pads[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
         pads[a + 2] = total - pads[a];
       }
-    } else if (auto_pad != "NOTSET") {
+    } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
       throw NotTaken("its auto_pad is '" + auto_pad + "'");
     }
     if (pads[0] != pads[2] || pads[1] != pads[3])
@@ -641,6 +659,9 @@ class Importer {
           fmt::format("it pads unevenly (top {}, left {}, bottom {}, right {}); "
                       "tandem pads both sides alike",
                       pads[0], pads[1], pads[2], pads[3]));
+    for (int a = 0; a < 2; ++a)
+      if (in[a + 1] + 2 * pads[a] < (kernel[a] - 1) * dilations[a] + 1)
+        throw NotTaken("its window is larger than its padded " + in.str() + " input");
     return {pads[0], pads[1]};
   }
 
@@ -852,7 +873,7 @@ class Importer {
     const std::vector<int64_t> strides = ints_attr(n, "strides", {1, 1});
     const std::vector<int64_t> dilations = ints_attr(n, "dilations", {1, 1});
     if (strides.size() != 2 || dilations.size() != 2) throw NotTaken("it is not 2-D");
-    if (groups < 1 || x.shape[0] != w.dims[1] * groups)
+    if (groups < 1 || groups > x.shape[0] || x.shape[0] != w.dims[1] * groups)
       throw NotTaken(fmt::format("its weight {} does not fit its {} input in {} groups",
                                  ints_text(w.dims), x.shape.str(), groups));
     const std::vector<int64_t> pads = pads_of(n, x.shape, kernel, strides, dilations);

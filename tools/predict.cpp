@@ -78,6 +78,57 @@ std::string tally(const std::vector<int64_t>& top, const std::vector<std::string
   return out;
 }
 
+// An image file on a line of its own; a folder on a line with its count and how often each class
+// came first, then its images by name, indented. Images that did not decode are left out here
+// and counted on their folder's line (refuse_failed names them).
+void print_results(const std::vector<Input>& inputs, const std::vector<std::string>& results,
+                   const std::vector<int64_t>& best, const std::vector<std::string>& failed,
+                   const std::vector<std::string>& names) {
+  size_t i = 0;
+  for (const Input& in : inputs) {
+    if (in.folder.empty()) {
+      if (failed[i].empty()) fmt::print("{}:{}\n", in.files.front(), results[i]);
+      ++i;
+      continue;
+    }
+    const size_t count = in.files.size();
+    std::vector<int64_t> tops;
+    for (size_t j = i; j < i + count; ++j)
+      if (failed[j].empty()) tops.push_back(best[j]);
+    const size_t bad = count - tops.size();
+    fmt::print("{}{}: {} image{}{}{}\n", in.folder, in.folder.back() == '/' ? "" : "/", count,
+               count == 1 ? "" : "s", bad ? fmt::format(", {} not decoded", bad) : "",
+               count > 1 && !tops.empty() ? "; top class " + tally(tops, names) : "");
+    for (const std::string& file : in.files) {
+      if (failed[i].empty())
+        fmt::print("  {}:{}\n", fs::path(file).filename().string(), results[i]);
+      ++i;
+    }
+  }
+}
+
+// After the others' predictions: the images that did not decode, each with its reason (exit
+// status 4, as any bad data).
+void refuse_failed(const std::vector<std::string>& files, const std::vector<std::string>& failed) {
+  std::vector<size_t> bad;
+  for (size_t i = 0; i < files.size(); ++i)
+    if (!failed[i].empty()) bad.push_back(i);
+  if (bad.empty()) return;
+  const std::string hint = std::string("replace or remove ") +
+                           (bad.size() == 1 ? "the file" : "those files") + "; predict reads " +
+                           kImageKinds + " images";
+  if (bad.size() == 1)
+    throw DataError("the image '" + files[bad[0]] + "' " + failed[bad[0]] +
+                        (files.size() > 1 ? " (the other images' predictions are above)" : ""),
+                    hint);
+  std::string list;
+  for (size_t i : bad) list += fmt::format("\n  '{}' {}", files[i], failed[i]);
+  throw DataError(
+      fmt::format("{} of {} images did not decode{}:{}", bad.size(), files.size(),
+                  bad.size() < files.size() ? " (the others' predictions are above)" : "", list),
+      hint);
+}
+
 }  // namespace
 
 int run_predict(const RunRequest& r) {
@@ -118,14 +169,27 @@ int run_predict(const RunRequest& r) {
   const int64_t batch = std::min<int64_t>(n, config.train.batch_size);
   const Shape shape = graph.input_shape();
   const int64_t numel = shape.numel();
+  check_image_input(shape);
+  std::vector<std::string> failed(static_cast<size_t>(n));  // why an image did not decode, or ""
   for (int64_t begin = 0; begin < n; begin += batch) {
     const int64_t b = std::min(batch, n - begin);
-    // Decoded like the training data, then normalised by the same Batcher.
+    // Decoded like the training data (on every core, as image folders are), then normalised by
+    // the same Batcher. An image that does not decode is told after the others' predictions.
     std::vector<uint8_t> images(static_cast<size_t>(b * numel));
+#pragma omp parallel for schedule(dynamic, 1)
     for (int64_t i = 0; i < b; ++i)
-      decode_image(files[begin + i], shape, images.data() + i * numel);
-    const std::vector<float> logits = predict_logits(m, images);
+      failed[begin + i] = image_problem(files[begin + i], shape, images.data() + i * numel);
+    std::vector<int64_t> decoded;  // indices into files
     for (int64_t i = 0; i < b; ++i) {
+      if (!failed[begin + i].empty()) continue;
+      std::copy_n(images.begin() + i * numel, numel, images.begin() + decoded.size() * numel);
+      decoded.push_back(begin + i);
+    }
+    if (decoded.empty()) continue;
+    images.resize(decoded.size() * static_cast<size_t>(numel));
+    const std::vector<float> logits = predict_logits(m, images);
+    for (size_t i = 0; i < decoded.size(); ++i) {
+      const size_t at = static_cast<size_t>(decoded[i]);
       const float* z = logits.data() + i * classes;
       const double top = *std::max_element(z, z + classes);
       std::vector<double> p(static_cast<size_t>(classes));
@@ -135,11 +199,11 @@ int run_predict(const RunRequest& r) {
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + k, order.end(),
                         [&](int64_t u, int64_t v) { return p[u] > p[v]; });
-      std::string& line = results[static_cast<size_t>(begin + i)];
+      std::string& line = results[at];
       for (int64_t j = 0; j < k; ++j)
         line +=
             fmt::format("{} {} {:.2f}%", j ? "," : "", names[order[j]], 100 * p[order[j]] / sum);
-      best[static_cast<size_t>(begin + i)] = order[0];
+      best[at] = order[0];
       if (r.json) {
         // Full float precision (%.9g), so that scripts compare with other frameworks exactly.
         std::string top_k, probs, raw;
@@ -151,32 +215,20 @@ int run_predict(const RunRequest& r) {
           probs += fmt::format("{}{:.9g}", c ? "," : "", p[c] / sum);
           raw += fmt::format("{}{:.9g}", c ? "," : "", z[c]);
         }
-        json[static_cast<size_t>(begin + i)] =
+        json[at] =
             fmt::format("{{\"file\":{},\"top\":[{}],\"probabilities\":[{}],\"logits\":[{}]}}",
-                        json_string(files[begin + i]), top_k, probs, raw);
+                        json_string(files[at]), top_k, probs, raw);
       }
     }
   }
 
   if (r.json) {
-    for (const std::string& line : json) fmt::print("{}\n", line);
-    return 0;
+    for (size_t i = 0; i < json.size(); ++i)
+      if (failed[i].empty()) fmt::print("{}\n", json[i]);
+  } else {
+    print_results(inputs, results, best, failed, names);
   }
-  // An image file on a line of its own; a folder on a line with its count and how often each
-  // class came first, then its images by name, indented.
-  size_t i = 0;
-  for (const Input& in : inputs) {
-    if (in.folder.empty()) {
-      fmt::print("{}:{}\n", in.files.front(), results[i++]);
-      continue;
-    }
-    const size_t count = in.files.size();
-    const std::vector<int64_t> tops(best.begin() + i, best.begin() + i + count);
-    fmt::print("{}{}: {} image{}{}\n", in.folder, in.folder.back() == '/' ? "" : "/", count,
-               count == 1 ? "" : "s", count == 1 ? "" : "; top class " + tally(tops, names));
-    for (const std::string& file : in.files)
-      fmt::print("  {}:{}\n", fs::path(file).filename().string(), results[i++]);
-  }
+  refuse_failed(files, failed);
   return 0;
 }
 

@@ -15,6 +15,10 @@ packages+=(protobuf-compiler libisal-dev python3-protobuf python3-crc32c)
 packages+=(python3-torch python3-torchvision)
 # tools/check_format.sh (CI): the sources a change touches stay as clang-format writes them.
 packages+=(clang-format)
+# Images: JPEG through libjpeg-turbo's TurboJPEG API, PNG through libpng (stb_image the rest).
+packages+=(libturbojpeg0-dev libpng-dev)
+# tools/fuzz.sh (CI): clang's libFuzzer with its sanitizer runtimes, and its OpenMP.
+packages+=(clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

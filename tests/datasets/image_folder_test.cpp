@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <fstream>
@@ -200,11 +201,13 @@ TEST(ImageFolder, AnImageAnnouncingHugeDimensionsIsRefusedBeforeDecoding) {
   write_classes(dir.str(), {"a"});
   const std::string path = dir.file("a/0.png");
   std::vector<uint8_t> png = data_io::read_file(path);
-  // The IHDR chunk's width and height: big-endian, at bytes 16 and 20 (stb_image does not
-  // check the chunk's CRC).
+  // The IHDR chunk's width and height: big-endian, at bytes 16 and 20; then its CRC (libpng
+  // checks it), over the chunk's type and data, at byte 29.
   for (int at : {16, 20}) {
     png[at] = 0, png[at + 1] = 0, png[at + 2] = 0x4E, png[at + 3] = 0x20;  // 20000
   }
+  const uint32_t crc = static_cast<uint32_t>(crc32(0, png.data() + 12, 17));
+  for (int i = 0; i < 4; ++i) png[29 + i] = static_cast<uint8_t>(crc >> (24 - 8 * i));
   write_file(path, png);
   const std::string msg = data_error([&] { load(dir.str(), Shape{1, 4, 4}); });
   EXPECT_TRUE(contains(msg, "the image '" + path + "' announces 20000x20000 pixels")) << msg;

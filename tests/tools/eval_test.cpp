@@ -2,6 +2,7 @@
 // and confusion matrix; bad checkpoints refused.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -28,13 +29,16 @@ TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
   auto train = run_trainer("--config " + eval_config() + " --quiet --checkpoint-dir " + dir);
   ASSERT_EQ(train.status, 0) << train.out;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(train.out, m, std::regex(R"(test accuracy ([0-9.]+)% \(loss ([0-9.]+)\))")))
+  ASSERT_TRUE(
+      std::regex_search(train.out, m, std::regex(R"(test accuracy ([0-9.]+)% \(loss ([0-9.]+)\))")))
       << train.out;
   auto eval = run_trainer("eval --checkpoint " + dir);
   ASSERT_EQ(eval.status, 0) << eval.out;
-  EXPECT_NE(eval.out.find("epoch-2.safetensors (epoch 2, step 12, trained on cpu"), std::string::npos)
+  EXPECT_NE(eval.out.find("epoch-2.safetensors (epoch 2, step 12, trained on cpu"),
+            std::string::npos)
       << eval.out;
-  EXPECT_NE(eval.out.find("loss " + m[2].str() + "  accuracy " + m[1].str() + "%"), std::string::npos)
+  EXPECT_NE(eval.out.find("loss " + m[2].str() + "  accuracy " + m[1].str() + "%"),
+            std::string::npos)
       << eval.out;
   EXPECT_NE(eval.out.find("Per class:"), std::string::npos);
   EXPECT_NE(eval.out.find("true \\ predicted"), std::string::npos);
@@ -43,7 +47,8 @@ TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
   int64_t total = 0;
   std::string rest = eval.out.substr(eval.out.find("Confusion matrix"));
   std::regex line(R"(\n([0-9]+) +([0-9]+) +([0-9]+) +([0-9]+))");
-  for (auto it = std::sregex_iterator(rest.begin(), rest.end(), line); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(rest.begin(), rest.end(), line); it != std::sregex_iterator();
+       ++it)
     total += std::stoll((*it)[2]) + std::stoll((*it)[3]) + std::stoll((*it)[4]);
   EXPECT_EQ(total, 60) << eval.out;
   // --quiet: the heading and the figures, no tables.
@@ -112,7 +117,8 @@ TEST(NanLoss, StopsWithTheStepTheHintAndTheLastGoodCheckpoint) {
   EXPECT_NE(r.out.find("error: the training loss became"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" at step "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("hint: lower the learning rate"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("the last good checkpoint is " + dir + "/epoch-"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the last good checkpoint is " + dir + "/epoch-"), std::string::npos)
+      << r.out;
   // The second epoch's first update overflowed the weights; the message names them.
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(; the weights dense_[12]\.(weight|bias) hold )"
                                                   R"([0-9]+ non-finite values?: an earlier )"
@@ -154,14 +160,15 @@ TEST(Predict, GivesTheTopClassesOfEachImage) {
   ASSERT_EQ(train.status, 0) << train.out;
   std::string images;
   int count = 0;
-  for (const auto& e : std::filesystem::directory_iterator(
-           test::source_path("datasets/mnist-png-sample/test/1")))
+  for (const auto& e :
+       std::filesystem::directory_iterator(test::source_path("datasets/mnist-png-sample/test/1")))
     images.append(" ").append(e.path().string()), ++count;
   auto r = test::run_trainer("predict --checkpoint " + dir + " --top-k 3" + images);
   ASSERT_EQ(r.status, 0) << r.out;
   std::regex line(R"(\.png: (\S+) ([0-9.]+)%, (\S+) ([0-9.]+)%, (\S+) ([0-9.]+)%)");
   int lines = 0, ones = 0;
-  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), line);
+       it != std::sregex_iterator(); ++it) {
     ++lines;
     ones += (*it)[1] == "1";
     const double p1 = std::stod((*it)[2]), p2 = std::stod((*it)[4]), p3 = std::stod((*it)[6]);
@@ -206,6 +213,97 @@ TEST(Predict, AFolderPredictsEachImageInIt) {
   EXPECT_EQ(listed, (std::vector<std::string>{"A.PNG", "b.png", "c.jpg"})) << r.out;
 }
 
+// One bad image among good ones: the others' predictions first, then the bad one named with its
+// reason, exit status 4. The bad one is the PGM whose height field is not a number, which once
+// aborted the process inside the resizer.
+TEST(Predict, AFolderWithOneBadImagePrintsTheOthersThenNamesItAndExitsFour) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string images = test::fresh_dir("mixed");
+  fs::create_directories(images);
+  const std::string digit = test::source_path("datasets/mnist-png-sample/test/3/00015.png");
+  for (const char* name : {"a.png", "c.png"}) fs::copy_file(digit, images + "/" + name);
+  fs::copy_file(test::source_path("tests/fuzz/regressions/image/pgm-height-not-a-number.pgm"),
+                images + "/b.pgm");
+  auto r = test::run_trainer("predict --checkpoint " + dir + " " + images);
+  EXPECT_EQ(r.status, 4) << r.out;
+  EXPECT_NE(r.out.find(images + "/: 3 images, 1 not decoded; top class"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\n  a.png: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n  c.png: "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n  b.pgm: "), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("error: the image '" + images + "/b.pgm' has no pixels (its header says 9x0)"),
+      std::string::npos)
+      << r.out;
+}
+
+// A checkpoint whose stored config is damaged is the checkpoint's fault: named, exit status 7.
+TEST(Predict, ACheckpointWhoseStoredConfigIsDamagedIsNamed) {
+  namespace fs = std::filesystem;
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string file = dir + "/epoch-1.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("\\nlayers:");  // in the header's config text, escaped
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 7] = 'z';  // "layerz": the same length, so the header stays well-formed
+  std::ofstream(file, std::ios::binary) << bytes;
+  auto r = test::run_trainer("predict --checkpoint " + file + " " +
+                             test::source_path("datasets/mnist-png-sample/test/3/00015.png"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(
+      r.out.find("error: checkpoint '" + file + "' is unusable: the config it stores is refused: "),
+      std::string::npos)
+      << r.out;
+}
+
+// A stored config that describes a model far larger than the file (16 million units where it had
+// 16) is refused before memory is allocated for the model.
+TEST(Predict, ACheckpointWhoseStoredModelOutgrowsTheFileIsRefusedBeforeAllocating) {
+  const std::string dir = test::fresh_dir("ckpt");
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
+  const std::string file = dir + "/epoch-1.safetensors";
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The header: its length (8 bytes, little-endian), then its JSON; tensor offsets count from
+  // its end, so a longer header keeps them.
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header = bytes.substr(8, n);
+  const size_t at = header.find("units: 16}");
+  ASSERT_NE(at, std::string::npos) << header;
+  header.replace(at, 10, "units: 16000000}");
+  n = header.size();
+  std::ofstream(file, std::ios::binary)
+      << std::string(reinterpret_cast<const char*>(&n), 8) << header << bytes.substr(8 + n - 6);
+  auto r = test::run_trainer("predict --checkpoint " + file + " " +
+                             test::source_path("datasets/mnist-png-sample/test/3/00015.png"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("error: checkpoint '" + file +
+                       "' is unusable: the model its config "
+                       "describes has "),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(Predict, AFolderWithoutImagesIsADataError) {
   const std::string dir = test::fresh_dir("ckpt");
   ASSERT_EQ(
@@ -240,7 +338,10 @@ TEST(Predict, AMissingInputIsADataError) {
 TEST(Predict, ANonImageIsADataError) {
   const std::string dir = ::testing::TempDir() + "predict_bad_ckpt";
   std::filesystem::remove_all(dir);
-  ASSERT_EQ(test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir).status, 0);
+  ASSERT_EQ(
+      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
+          .status,
+      0);
   const std::string text = test::write_temp_file("not_an_image.png", "plain text");
   auto r = test::run_trainer("predict --checkpoint " + dir + " " + text);
   EXPECT_EQ(r.status, 4) << r.out;

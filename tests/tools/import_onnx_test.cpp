@@ -306,5 +306,37 @@ INSTANTIATE_TEST_SUITE_P(Configs, ImportRoundTrip,
                          ::testing::Values("lenet", "mlp", "cifar_bn", "cifar_resnet"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// A fuzz target's find: a tensor whose shape announces 2 billion values over 18 was sized by its
+// shape first (16 GiB of doubles). It is refused by its data's size before anything is allocated:
+// here with the trainer's address space held to 4 GiB (not under ASan, which reserves more).
+TEST(ImportOnnx, ATensorWhoseShapeOutgrowsItsDataIsRefusedBeforeAllocating) {
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 4194304 &&";
+#endif
+  const std::string model =
+      test::source_path("tests/fuzz/regressions/onnx/tensor-shape-larger-than-its-data.onnx");
+  auto r = test::run_trainer_with(
+      limit, "import " + model + " --force --out " + test::fresh_dir("outgrown"));
+  EXPECT_EQ(r.status, 7) << r.out;
+  EXPECT_NE(r.out.find("is damaged: tensor 'conv2d_1.weight' of shape [2, 1056914421] holds 18 "
+                       "values, not 2113828842"),
+            std::string::npos)
+      << r.out;
+}
+
+// A fuzz target's find: a convolution of stride 0 divided by zero computing its output size. A
+// window's kernel, strides, dilations and pads are checked first, and the node is refused.
+TEST(ImportOnnx, AConvolutionOfStrideZeroIsRefusedByName) {
+  const std::string model = test::source_path("tests/fuzz/regressions/onnx/conv-stride-zero.onnx");
+  auto r = test::run_trainer("import " + model + " --force --out " + test::fresh_dir("stride0"));
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_NE(r.out.find("its window (kernel [3, 3], strides [0, 1], dilations [1, 1]) is out of "
+                       "range"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace tandem

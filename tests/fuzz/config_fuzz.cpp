@@ -1,0 +1,7 @@
+// libFuzzer target: config_one of targets.h.
+#include "tests/fuzz/targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  tandem::fuzz::config_one(data, size);
+  return 0;
+}

@@ -1,0 +1,7 @@
+// libFuzzer target: safetensors_one of targets.h.
+#include "tests/fuzz/targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  tandem::fuzz::safetensors_one(data, size);
+  return 0;
+}
