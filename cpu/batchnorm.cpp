@@ -79,6 +79,20 @@ void normalize(float* y, const float* x, const BatchGeometry& g, int64_t ch, flo
 // The same sums as the plain loops (each sample's in fp32, the samples added in double) and the
 // same formulas; only the order of the fp32 additions within a sample differs.
 
+// y = (x - mean) * scale + shift over channel block cb's values, as normalize() per channel.
+template <int B>
+void normalize_block(float* y, const float* x, const BatchGeometry& g, int64_t cb,
+                     const float* mean, const float* scale, const float* shift) {
+  const int64_t blocks = g.c / B;
+  for (int64_t i = 0; i < g.n; ++i) {
+    const int64_t base = (i * blocks + cb) * g.inner * B;
+    for (int64_t k = 0; k < g.inner; ++k)
+#pragma omp simd
+      for (int j = 0; j < B; ++j)
+        y[base + k * B + j] = (x[base + k * B + j] - mean[j]) * scale[j] + shift[j];
+  }
+}
+
 template <int B>
 void blocked_forward_training(float* y, const float* x, const BatchGeometry& g, float* save_mean,
                               float* save_inv_std, float* running_mean, float* running_var,
@@ -120,13 +134,7 @@ void blocked_forward_training(float* y, const float* x, const BatchGeometry& g, 
       scale[j] = static_cast<float>(gamma[ch] * inv_std);
       shift[j] = beta[ch];
     }
-    for (int64_t i = 0; i < g.n; ++i) {
-      const int64_t base = (i * blocks + cb) * inner * B;
-      for (int64_t k = 0; k < inner; ++k)
-#pragma omp simd
-        for (int j = 0; j < B; ++j)
-          y[base + k * B + j] = (x[base + k * B + j] - meanf[j]) * scale[j] + shift[j];
-    }
+    normalize_block<B>(y, x, g, cb, meanf, scale, shift);
   }
 }
 
@@ -145,13 +153,7 @@ void blocked_forward_inference(float* y, const float* x, const BatchGeometry& g,
           gamma[ch] / std::sqrt(static_cast<double>(running_var[ch]) + static_cast<double>(eps)));
       shift[j] = beta[ch];
     }
-    for (int64_t i = 0; i < g.n; ++i) {
-      const int64_t base = (i * blocks + cb) * inner * B;
-      for (int64_t k = 0; k < inner; ++k)
-#pragma omp simd
-        for (int j = 0; j < B; ++j)
-          y[base + k * B + j] = (x[base + k * B + j] - meanf[j]) * scale[j] + shift[j];
-    }
+    normalize_block<B>(y, x, g, cb, meanf, scale, shift);
   }
 }
 
