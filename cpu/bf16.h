@@ -28,6 +28,13 @@ inline uint16_t select_bf16(bool c, uint16_t a, uint16_t b) {
   return static_cast<uint16_t>((a & m) | (b & static_cast<uint16_t>(~m)));
 }
 
+// Element i of fp32 or bf16 memory as fp32 (bf16 widened), and stored back (bf16 rounded once):
+// one loop body for both dtypes.
+inline float load(const float* p, int64_t i) { return p[i]; }
+inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
+inline void store(float* p, int64_t i, float v) { p[i] = v; }
+inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
+
 // Whether a bf16 is an infinity or a NaN: its exponent bits all set.
 inline bool bf16_nonfinite(uint16_t h) { return (h & 0x7f80u) == 0x7f80u; }
 

@@ -200,9 +200,6 @@ void depthwise_backward_filter(float* dw, const float* dy, const float* x, const
   }
 }
 
-inline float widen(float v) { return v; }
-inline float widen(uint16_t v) { return bf16_to_f32(v); }
-
 // The same sums with x and dy channels innermost: blocked fp32 (N, C/B, H, W, B) or channels-last
 // bf16 (N, H, W, C), taken 16 channels at a time (a block: B), each channel's products added in
 // the plain loop's order (blocked fp32: the same result to the bit). bf16 products are exact in
@@ -243,7 +240,7 @@ void depthwise_backward_filter_inner(float* dw, const T* dy, const T* x, const S
                 const T* xv = xp + (h * W + w) * step;
                 float* pv = plane.data() + (r * S + s) * lanes;
 #pragma omp simd
-                for (int64_t j = 0; j < width; ++j) pv[j] += widen(d[j]) * widen(xv[j]);
+                for (int64_t j = 0; j < width; ++j) pv[j] += load(d, j) * load(xv, j);
               }
             }
           }

@@ -206,6 +206,9 @@ dnnl::memory::data_type dnnl_dtype(DType d);
 // abc otherwise.
 dnnl::memory::desc tensor_desc(const Tensor& t, const dnnl::memory::dims& dims);
 dnnl::memory::desc tensor_desc(const Tensor& t);
+// A bf16 tensor's memory as bit patterns, for the 16-bit loops.
+inline uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
+inline const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 // Whether every tensor given is fp32 in plain order: the form the fp32 kernels take.
 inline bool all_f32_plain(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts)

@@ -59,12 +59,6 @@ void blocked_bias_backward(float* db, const float* dy, const ChannelView& v) {
   }
 }
 
-// Element access for the loops below, fp32 or bf16 (widened; rounded once on the way back).
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
-
 // b gates the channels of a, (N,C,1,1) against (N,C,H,W) (squeeze-and-excitation), with a's
 // channels innermost (blocked fp32, channels-last fp32 or bf16) and b of a's dtype: a's channel
 // runs, else nullopt. b's memory is (N,C) in any layout, its H and W being 1.
@@ -122,9 +116,6 @@ void gate_backward(T* da, T* dgate, const T* dy, const T* a, const T* gate, cons
     }
   }
 }
-
-uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
-const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 
 }  // namespace
 

@@ -41,9 +41,6 @@ bool all_bf16_same_layout(std::initializer_list<const Tensor*> ts) {
   return true;
 }
 
-uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
-const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
-
 // A tensor whose channels are its innermost axis, seen as (rows, C): (N,C) plain, or (N,C,H,W)
 // channels-last. False for anything else.
 bool channel_rows(const Tensor& t, int64_t* rows, int64_t* c) {

@@ -270,11 +270,6 @@ bool is_global_average(const Pool2dParams& p, const Shape& x, const Shape& y) {
          p.pad_w == 0 && y[2] == 1 && y[3] == 1;
 }
 
-inline float load(const float* p, int64_t i) { return p[i]; }
-inline float load(const uint16_t* p, int64_t i) { return bf16_to_f32(p[i]); }
-inline void store(float* p, int64_t i, float v) { p[i] = v; }
-inline void store(uint16_t* p, int64_t i, float v) { p[i] = f32_to_bf16(v); }
-
 // x as channel runs (blocked fp32, channels-last fp32 or bf16): each run's positions summed in
 // fp32 per channel, then divided; y's memory is (N,C) whatever its layout.
 template <typename T>
@@ -307,9 +302,6 @@ void global_average_backward(T* dx, const T* dy, const ChannelRuns& v) {
         store(dx, base + k * v.width + j, load(dy, r * v.width + j) / static_cast<float>(v.inner));
   }
 }
-
-uint16_t* bits(Tensor& t) { return static_cast<uint16_t*>(t.raw()); }
-const uint16_t* bits(const Tensor& t) { return static_cast<const uint16_t*>(t.raw()); }
 
 // The block of tensors (of any shapes) that are all fp32 in one blocked order (8, 16), else 0.
 int blocked_f32(std::initializer_list<const Tensor*> ts) {
