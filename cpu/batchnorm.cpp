@@ -4,9 +4,11 @@
 // Written by hand rather than with oneDNN's batch_normalization primitive: it keeps no running
 // statistics (those would be one more pass here anyway), and each op is a few memory-bound passes
 // over x: each plane summed in fp32 vector lanes, the planes added in double.
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include "cpu/cpu_backend_impl.h"
 
@@ -16,6 +18,17 @@
 
 namespace tandem {
 namespace {
+
+// The relu fused after a normalization (Backend::fuses_relu): its value, and its gradient from
+// its output y, as the relu layer computes them (engine/activation_math.h).
+template <bool Relu>
+inline float post(float v) {
+  return Relu ? activation_value(Activation::kRelu, v, 0.f) : v;
+}
+template <bool Relu>
+inline float pre_grad(float g, const float* y, int64_t e) {
+  return Relu ? activation_grad(Activation::kRelu, g, y[e], 0.f) : g;
+}
 
 // (N, C, inner) geometry of x, and the number M = N * inner of values per channel.
 struct BatchGeometry {
@@ -52,13 +65,15 @@ double plane_squares(const float* p, int64_t inner, float shift) {
   for (int64_t k = 0; k < inner; ++k) s += (p[k] - shift) * (p[k] - shift);
   return s;
 }
-void plane_sum_and_dot(const float* d, const float* p, int64_t inner, float shift, double* sum,
-                       double* dot) {
+template <bool Relu>
+void plane_sum_and_dot(const float* d, const float* y, const float* p, int64_t inner, float shift,
+                       double* sum, double* dot) {
   float s = 0.f, t = 0.f;
 #pragma omp simd reduction(+ : s, t)
   for (int64_t k = 0; k < inner; ++k) {
-    s += d[k];
-    t += d[k] * (p[k] - shift);
+    const float dk = pre_grad<Relu>(d[k], y, k);
+    s += dk;
+    t += dk * (p[k] - shift);
   }
   *sum += s;
   *dot += t;
@@ -66,12 +81,13 @@ void plane_sum_and_dot(const float* d, const float* p, int64_t inner, float shif
 
 // y = (x - mean) * a + b over channel ch's values (every n, every inner position); centred first,
 // so that a mean far from zero costs no precision.
+template <bool Relu>
 void normalize(float* y, const float* x, const BatchGeometry& g, int64_t ch, float mean, float a,
                float b) {
   for (int64_t i = 0; i < g.n; ++i) {
     const int64_t base = (i * g.c + ch) * g.inner;
 #pragma omp simd
-    for (int64_t k = 0; k < g.inner; ++k) y[base + k] = (x[base + k] - mean) * a + b;
+    for (int64_t k = 0; k < g.inner; ++k) y[base + k] = post<Relu>((x[base + k] - mean) * a + b);
   }
 }
 
@@ -80,7 +96,7 @@ void normalize(float* y, const float* x, const BatchGeometry& g, int64_t ch, flo
 // same formulas; only the order of the fp32 additions within a sample differs.
 
 // y = (x - mean) * scale + shift over channel block cb's values, as normalize() per channel.
-template <int B>
+template <int B, bool Relu>
 void normalize_block(float* y, const float* x, const BatchGeometry& g, int64_t cb,
                      const float* mean, const float* scale, const float* shift) {
   const int64_t blocks = g.c / B;
@@ -89,11 +105,11 @@ void normalize_block(float* y, const float* x, const BatchGeometry& g, int64_t c
     for (int64_t k = 0; k < g.inner; ++k)
 #pragma omp simd
       for (int j = 0; j < B; ++j)
-        y[base + k * B + j] = (x[base + k * B + j] - mean[j]) * scale[j] + shift[j];
+        y[base + k * B + j] = post<Relu>((x[base + k * B + j] - mean[j]) * scale[j] + shift[j]);
   }
 }
 
-template <int B>
+template <int B, bool Relu>
 void blocked_forward_training(float* y, const float* x, const BatchGeometry& g, float* save_mean,
                               float* save_inv_std, float* running_mean, float* running_var,
                               const float* gamma, const float* beta, float momentum, float eps) {
@@ -134,11 +150,11 @@ void blocked_forward_training(float* y, const float* x, const BatchGeometry& g, 
       scale[j] = static_cast<float>(gamma[ch] * inv_std);
       shift[j] = beta[ch];
     }
-    normalize_block<B>(y, x, g, cb, meanf, scale, shift);
+    normalize_block<B, Relu>(y, x, g, cb, meanf, scale, shift);
   }
 }
 
-template <int B>
+template <int B, bool Relu>
 void blocked_forward_inference(float* y, const float* x, const BatchGeometry& g, const float* gamma,
                                const float* beta, const float* running_mean,
                                const float* running_var, float eps) {
@@ -153,14 +169,15 @@ void blocked_forward_inference(float* y, const float* x, const BatchGeometry& g,
           gamma[ch] / std::sqrt(static_cast<double>(running_var[ch]) + static_cast<double>(eps)));
       shift[j] = beta[ch];
     }
-    normalize_block<B>(y, x, g, cb, meanf, scale, shift);
+    normalize_block<B, Relu>(y, x, g, cb, meanf, scale, shift);
   }
 }
 
-template <int B>
-void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* x,
-                      const BatchGeometry& g, const float* gamma, const float* save_mean,
-                      const float* save_inv_std) {
+// Relu: dy is the gradient of relu(bn(x)) = yr.
+template <int B, bool Relu>
+void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, const float* yr,
+                      const float* x, const BatchGeometry& g, const float* gamma,
+                      const float* save_mean, const float* save_inv_std) {
   const int64_t blocks = g.c / B, inner = g.inner;
 #pragma omp parallel for schedule(static) if (g.n * g.c * inner > 16384)
   for (int64_t cb = 0; cb < blocks; ++cb) {
@@ -173,7 +190,7 @@ void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, c
       for (int64_t k = 0; k < inner; ++k)
 #pragma omp simd
         for (int j = 0; j < B; ++j) {
-          const float d = dy[base + k * B + j];
+          const float d = pre_grad<Relu>(dy[base + k * B + j], yr, base + k * B + j);
           s[j] += d;
           t[j] += d * (x[base + k * B + j] - meanf[j]);
         }
@@ -200,7 +217,7 @@ void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, c
 #pragma omp simd
         for (int j = 0; j < B; ++j) {
           const int64_t e = base + k * B + j;
-          dx[e] = (dy[e] - mean_dy[j]) * a[j] + (x[e] - meanf[j]) * b[j];
+          dx[e] = (pre_grad<Relu>(dy[e], yr, e) - mean_dy[j]) * a[j] + (x[e] - meanf[j]) * b[j];
         }
     }
   }
@@ -211,39 +228,28 @@ int blocked_f32(std::initializer_list<const Tensor*> ts) {
   return all_f32_same_order(ts) ? channel_block((*ts.begin())->layout()) : 0;
 }
 
-}  // namespace
-
-void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
-                                            Tensor& running_mean, Tensor& running_var,
-                                            const Tensor& x, const Tensor& gamma,
-                                            const Tensor& beta, float momentum, float eps) {
-  if (const int block = blocked_f32({&y, &x})) {
-    const BatchGeometry g =
-        batch_geometry(x, gamma, "batchnorm_forward_training",
-                       {&beta, &save_mean, &save_inv_std, &running_mean, &running_var});
-    TANDEM_CHECK(g.m > 1, "batch normalization needs more than one value per channel, got " +
-                              x.shape().str());
-    auto run = [&](auto kernel) {
-      kernel(y.data(), x.data(), g, save_mean.data(), save_inv_std.data(), running_mean.data(),
-             running_var.data(), gamma.data(), beta.data(), momentum, eps);
-    };
-    return block == 16 ? run(blocked_forward_training<16>) : run(blocked_forward_training<8>);
-  }
-  if (!all_f32_plain({&y, &x})) {  // bf16: its own loops; else fp32 stand-ins
-    if (mixed::batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x,
-                                          gamma, beta, momentum, eps))
-      return;
-    F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
-    batchnorm_forward_training(sy.f32(), save_mean, save_inv_std, running_mean, running_var,
-                               sx.f32(), gamma, beta, momentum, eps);
-    return sy.finish();
-  }
+// The fp32 ops, blocked or plain, with or without the relu after them; false where a tensor is in
+// another dtype or order (the caller's fallbacks).
+template <bool Relu>
+bool f32_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, Tensor& running_mean,
+                          Tensor& running_var, const Tensor& x, const Tensor& gamma,
+                          const Tensor& beta, float momentum, float eps) {
+  const int block = blocked_f32({&y, &x});
+  if (!block && !all_f32_plain({&y, &x})) return false;
   const BatchGeometry g =
       batch_geometry(x, gamma, "batchnorm_forward_training",
                      {&beta, &save_mean, &save_inv_std, &running_mean, &running_var});
   TANDEM_CHECK(g.m > 1,
                "batch normalization needs more than one value per channel, got " + x.shape().str());
   expect_shape(y, x.shape(), "batchnorm output");
+  if (block) {
+    auto run = [&](auto kernel) {
+      kernel(y.data(), x.data(), g, save_mean.data(), save_inv_std.data(), running_mean.data(),
+             running_var.data(), gamma.data(), beta.data(), momentum, eps);
+    };
+    block == 16 ? run(blocked_forward_training<16, Relu>) : run(blocked_forward_training<8, Relu>);
+    return true;
+  }
   const float* xp = x.data();
   float* yp = y.data();
 #pragma omp parallel for schedule(static) if (x.numel() > 16384)
@@ -263,69 +269,70 @@ void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor
     const double unbiased = squares / static_cast<double>(g.m - 1);
     rm = static_cast<float>((1.0 - momentum) * rm + momentum * mean);
     rv = static_cast<float>((1.0 - momentum) * rv + momentum * unbiased);
-    normalize(yp, xp, g, ch, static_cast<float>(mean),
-              static_cast<float>(gamma.data()[ch] * inv_std), beta.data()[ch]);
+    normalize<Relu>(yp, xp, g, ch, static_cast<float>(mean),
+                    static_cast<float>(gamma.data()[ch] * inv_std), beta.data()[ch]);
   }
+  return true;
 }
 
-void CpuBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
-                                             const Tensor& beta, const Tensor& running_mean,
-                                             const Tensor& running_var, float eps) {
-  if (const int block = blocked_f32({&y, &x})) {
-    const BatchGeometry g = batch_geometry(x, gamma, "batchnorm_forward_inference",
-                                           {&beta, &running_mean, &running_var});
+template <bool Relu>
+bool f32_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                           const Tensor& running_mean, const Tensor& running_var, float eps) {
+  const int block = blocked_f32({&y, &x});
+  if (!block && !all_f32_plain({&y, &x})) return false;
+  const BatchGeometry g =
+      batch_geometry(x, gamma, "batchnorm_forward_inference", {&beta, &running_mean, &running_var});
+  expect_shape(y, x.shape(), "batchnorm output");
+  if (block) {
     auto run = [&](auto kernel) {
       kernel(y.data(), x.data(), g, gamma.data(), beta.data(), running_mean.data(),
              running_var.data(), eps);
     };
-    return block == 16 ? run(blocked_forward_inference<16>) : run(blocked_forward_inference<8>);
+    block == 16 ? run(blocked_forward_inference<16, Relu>)
+                : run(blocked_forward_inference<8, Relu>);
+    return true;
   }
-  if (!all_f32_plain({&y, &x})) {
-    if (mixed::batchnorm_forward_inference(y, x, gamma, beta, running_mean, running_var, eps))
-      return;
-    F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
-    batchnorm_forward_inference(sy.f32(), sx.f32(), gamma, beta, running_mean, running_var, eps);
-    return sy.finish();
-  }
-  const BatchGeometry g =
-      batch_geometry(x, gamma, "batchnorm_forward_inference", {&beta, &running_mean, &running_var});
-  expect_shape(y, x.shape(), "batchnorm output");
   const float* xp = x.data();
   float* yp = y.data();
 #pragma omp parallel for schedule(static) if (x.numel() > 16384)
   for (int64_t ch = 0; ch < g.c; ++ch) {
     const double a = gamma.data()[ch] / std::sqrt(static_cast<double>(running_var.data()[ch]) +
                                                   static_cast<double>(eps));
-    normalize(yp, xp, g, ch, running_mean.data()[ch], static_cast<float>(a), beta.data()[ch]);
+    normalize<Relu>(yp, xp, g, ch, running_mean.data()[ch], static_cast<float>(a), beta.data()[ch]);
   }
+  return true;
 }
 
-void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
-                                    const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
-                                    const Tensor& save_inv_std) {
-  if (const int block = dx ? blocked_f32({&dy, &x, dx}) : blocked_f32({&dy, &x})) {
-    const BatchGeometry g = batch_geometry(x, gamma, "batchnorm_backward",
-                                           {&dgamma, &dbeta, &save_mean, &save_inv_std});
-    auto run = [&](auto kernel) {
-      kernel(dx ? dx->data() : nullptr, dgamma.data(), dbeta.data(), dy.data(), x.data(), g,
-             gamma.data(), save_mean.data(), save_inv_std.data());
-    };
-    return block == 16 ? run(blocked_backward<16>) : run(blocked_backward<8>);
-  }
-  if (!all_f32_plain({&dy, &x}) || (dx && !dx->is_f32_plain())) {
-    if (mixed::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std)) return;
-    F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
-    std::optional<F32Stage> sdx;
-    if (dx) sdx.emplace(*this, *dx, false, true);
-    batchnorm_backward(dx ? &sdx->f32() : nullptr, dgamma, dbeta, sdy.f32(), sx.f32(), gamma,
-                       save_mean, save_inv_std);
-    if (sdx) sdx->finish();
-    return;
-  }
+// Relu: dy is the gradient of yr = relu(bn(x)) (null without).
+template <bool Relu>
+bool f32_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy, const Tensor* yr,
+                  const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                  const Tensor& save_inv_std) {
+  std::vector<const Tensor*> all{&dy, &x};
+  if (dx) all.push_back(dx);
+  if (Relu) all.push_back(yr);
+  const bool plain =
+      std::all_of(all.begin(), all.end(), [](const Tensor* t) { return t->is_f32_plain(); });
+  const bool same =
+      all_f32_same_order({&dy, &x}) && std::all_of(all.begin(), all.end(), [&](const Tensor* t) {
+        return t->dtype() == DType::kF32 && t->layout() == x.layout();
+      });
+  const int block = same ? channel_block(x.layout()) : 0;
+  if (!block && !plain) return false;
   const BatchGeometry g =
       batch_geometry(x, gamma, "batchnorm_backward", {&dgamma, &dbeta, &save_mean, &save_inv_std});
   expect_shape(dy, x.shape(), "batchnorm output gradient");
   if (dx) expect_shape(*dx, x.shape(), "batchnorm input gradient");
+  if (Relu) expect_shape(*yr, x.shape(), "batchnorm relu output");
+  const float* yp = Relu ? yr->data() : nullptr;
+  if (block) {
+    auto run = [&](auto kernel) {
+      kernel(dx ? dx->data() : nullptr, dgamma.data(), dbeta.data(), dy.data(), yp, x.data(), g,
+             gamma.data(), save_mean.data(), save_inv_std.data());
+    };
+    block == 16 ? run(blocked_backward<16, Relu>) : run(blocked_backward<8, Relu>);
+    return true;
+  }
   const float *xp = x.data(), *dyp = dy.data();
   float* dxp = dx ? dx->data() : nullptr;
 #pragma omp parallel for schedule(static) if (x.numel() > 16384)
@@ -334,8 +341,8 @@ void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, c
     double sum_dy = 0, sum_dy_xc = 0;  // sums of dy and of dy * (x - mean)
     for (int64_t i = 0; i < g.n; ++i) {
       const int64_t base = (i * g.c + ch) * g.inner;
-      plane_sum_and_dot(dyp + base, xp + base, g.inner, static_cast<float>(mean), &sum_dy,
-                        &sum_dy_xc);
+      plane_sum_and_dot<Relu>(dyp + base, Relu ? yp + base : nullptr, xp + base, g.inner,
+                              static_cast<float>(mean), &sum_dy, &sum_dy_xc);
     }
     dbeta.data()[ch] = static_cast<float>(sum_dy);
     dgamma.data()[ch] = static_cast<float>(sum_dy_xc * inv_std);
@@ -351,9 +358,86 @@ void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, c
       const int64_t base = (i * g.c + ch) * g.inner;
 #pragma omp simd
       for (int64_t k = 0; k < g.inner; ++k)
-        dxp[base + k] = (dyp[base + k] - mean_dy) * af + (xp[base + k] - meanf) * bf;
+        dxp[base + k] = (pre_grad<Relu>(dyp[base + k], yp, base + k) - mean_dy) * af +
+                        (xp[base + k] - meanf) * bf;
     }
   }
+  return true;
+}
+
+}  // namespace
+
+void CpuBackend::batchnorm_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                            Tensor& running_mean, Tensor& running_var,
+                                            const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, float momentum, float eps) {
+  if (f32_forward_training<false>(y, save_mean, save_inv_std, running_mean, running_var, x, gamma,
+                                  beta, momentum, eps))
+    return;
+  // bf16: its own loops; else fp32 stand-ins
+  if (mixed::batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x,
+                                        gamma, beta, momentum, eps))
+    return;
+  F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
+  batchnorm_forward_training(sy.f32(), save_mean, save_inv_std, running_mean, running_var, sx.f32(),
+                             gamma, beta, momentum, eps);
+  sy.finish();
+}
+
+void CpuBackend::batchnorm_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                             const Tensor& beta, const Tensor& running_mean,
+                                             const Tensor& running_var, float eps) {
+  if (f32_forward_inference<false>(y, x, gamma, beta, running_mean, running_var, eps)) return;
+  if (mixed::batchnorm_forward_inference(y, x, gamma, beta, running_mean, running_var, eps)) return;
+  F32Stage sy(*this, y, false, true), sx(*this, x, true, false);
+  batchnorm_forward_inference(sy.f32(), sx.f32(), gamma, beta, running_mean, running_var, eps);
+  sy.finish();
+}
+
+void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                                    const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                    const Tensor& save_inv_std) {
+  if (f32_backward<false>(dx, dgamma, dbeta, dy, nullptr, x, gamma, save_mean, save_inv_std))
+    return;
+  if (mixed::batchnorm_backward(dx, dgamma, dbeta, dy, x, gamma, save_mean, save_inv_std)) return;
+  F32Stage sdy(*this, dy, true, false), sx(*this, x, true, false);
+  std::optional<F32Stage> sdx;
+  if (dx) sdx.emplace(*this, *dx, false, true);
+  batchnorm_backward(dx ? &sdx->f32() : nullptr, dgamma, dbeta, sdy.f32(), sx.f32(), gamma,
+                     save_mean, save_inv_std);
+  if (sdx) sdx->finish();
+}
+
+// The fused relu in the fp32 loops (batchnorm here, add in elementwise.cpp); the two ops in
+// 16 bits.
+bool CpuBackend::fuses_relu(ReluFusion op, DType d) const {
+  (void)op;
+  return d == DType::kF32;
+}
+
+void CpuBackend::batchnorm_relu_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                                 Tensor& running_mean, Tensor& running_var,
+                                                 const Tensor& x, const Tensor& gamma,
+                                                 const Tensor& beta, float momentum, float eps) {
+  if (!f32_forward_training<true>(y, save_mean, save_inv_std, running_mean, running_var, x, gamma,
+                                  beta, momentum, eps))
+    Backend::batchnorm_relu_forward_training(y, save_mean, save_inv_std, running_mean, running_var,
+                                             x, gamma, beta, momentum, eps);
+}
+
+void CpuBackend::batchnorm_relu_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                                  const Tensor& beta, const Tensor& running_mean,
+                                                  const Tensor& running_var, float eps) {
+  if (!f32_forward_inference<true>(y, x, gamma, beta, running_mean, running_var, eps))
+    Backend::batchnorm_relu_forward_inference(y, x, gamma, beta, running_mean, running_var, eps);
+}
+
+void CpuBackend::batchnorm_relu_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta,
+                                         const Tensor& dy, const Tensor& y, const Tensor& x,
+                                         const Tensor& gamma, const Tensor& save_mean,
+                                         const Tensor& save_inv_std) {
+  if (!f32_backward<true>(dx, dgamma, dbeta, dy, &y, x, gamma, save_mean, save_inv_std))
+    Backend::batchnorm_relu_backward(dx, dgamma, dbeta, dy, y, x, gamma, save_mean, save_inv_std);
 }
 
 }  // namespace tandem

@@ -105,6 +105,20 @@ class CpuBackend : public Backend {
   void batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
                           const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                           const Tensor& save_inv_std) override;
+  bool fuses_relu(ReluFusion op, DType d) const override;
+  void batchnorm_relu_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                       Tensor& running_mean, Tensor& running_var, const Tensor& x,
+                                       const Tensor& gamma, const Tensor& beta, float momentum,
+                                       float eps) override;
+  void batchnorm_relu_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& beta, const Tensor& running_mean,
+                                        const Tensor& running_var, float eps) override;
+  void batchnorm_relu_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                               const Tensor& y, const Tensor& x, const Tensor& gamma,
+                               const Tensor& save_mean, const Tensor& save_inv_std) override;
+  void add_relu(Tensor& y, const Tensor& a, const Tensor& b) override;
+  void add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
+                         const Tensor& y) override;
 
   void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const Tensor& x,
                          const Tensor& gamma, const Tensor& beta, int groups, float eps) override;

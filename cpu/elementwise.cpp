@@ -202,6 +202,48 @@ void CpuBackend::add(Tensor& y, const Tensor& a, const Tensor& b) {
   for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
 }
 
+// relu(a + b) in one pass over fp32 tensors of one order; the two ops otherwise.
+void CpuBackend::add_relu(Tensor& y, const Tensor& a, const Tensor& b) {
+  TANDEM_CHECK(a.numel() == b.numel() && y.numel() == a.numel(),
+               "add " + a.shape().str() + " + " + b.shape().str() + " -> " + y.shape().str());
+  if (!all_f32_same_order({&y, &a, &b})) return Backend::add_relu(y, a, b);
+  const int64_t n = y.numel();
+  const float* ap = a.data();
+  const float* bp = b.data();
+  float* yp = y.data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
+  for (int64_t i = 0; i < n; ++i) yp[i] = activation_value(Activation::kRelu, ap[i] + bp[i], 0.f);
+}
+
+// Every input's gradient, relu's from dy and y, in one pass.
+void CpuBackend::add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
+                                   const Tensor& y) {
+  std::vector<float*> out;
+  bool same = all_f32_same_order({&dy, &y});
+  for (Tensor* dx : dxs) {
+    if (!dx) continue;
+    TANDEM_CHECK(dx->numel() == dy.numel(),
+                 "add_relu_backward " + dy.shape().str() + " -> " + dx->shape().str());
+    same = same && dx->dtype() == DType::kF32 && dx->layout() == dy.layout();
+    out.push_back(dx->data());
+  }
+  if (!same) return Backend::add_relu_backward(dxs, dy, y);
+  const int64_t n = dy.numel();
+  const float* g = dy.data();
+  const float* yp = y.data();
+  if (out.size() == 2) {  // a residual block's add: both branches, one read of dy and y
+    float *d0 = out[0], *d1 = out[1];
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
+    for (int64_t i = 0; i < n; ++i)
+      d0[i] = d1[i] = activation_grad(Activation::kRelu, g[i], yp[i], 0.f);
+    return;
+  }
+  for (float* d : out) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > 65536)
+    for (int64_t i = 0; i < n; ++i) d[i] = activation_grad(Activation::kRelu, g[i], yp[i], 0.f);
+  }
+}
+
 void CpuBackend::multiply(Tensor& y, const Tensor& a, const Tensor& b) {
   const MultiplyGeometry g = multiply_geometry(y, a, b);
   if (const auto v = gate_runs(g, a, b);

@@ -60,4 +60,49 @@ int64_t batch_to_try(int64_t batch, size_t asked, size_t available) {
   return n;
 }
 
+// The fusions by default: the op, then the relu (in place forward; through a buffer backward).
+void Backend::batchnorm_relu_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                              Tensor& running_mean, Tensor& running_var,
+                                              const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, float momentum, float eps) {
+  batchnorm_forward_training(y, save_mean, save_inv_std, running_mean, running_var, x, gamma, beta,
+                             momentum, eps);
+  activation_forward(y, y, Activation::kRelu, 0.f);
+}
+
+void Backend::batchnorm_relu_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                               const Tensor& beta, const Tensor& running_mean,
+                                               const Tensor& running_var, float eps) {
+  batchnorm_forward_inference(y, x, gamma, beta, running_mean, running_var, eps);
+  activation_forward(y, y, Activation::kRelu, 0.f);
+}
+
+// relu's gradient from its output: y <= 0 exactly where its input was.
+void Backend::batchnorm_relu_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                                      const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& save_mean, const Tensor& save_inv_std) {
+  Tensor d(*this, dy.shape(), dy.dtype(), dy.layout());
+  activation_backward(d, dy, y, y, Activation::kRelu, 0.f);
+  batchnorm_backward(dx, dgamma, dbeta, d, x, gamma, save_mean, save_inv_std);
+}
+
+void Backend::add_relu(Tensor& y, const Tensor& a, const Tensor& b) {
+  add(y, a, b);
+  activation_forward(y, y, Activation::kRelu, 0.f);
+}
+
+void Backend::add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
+                                const Tensor& y) {
+  const Tensor* first = nullptr;
+  for (Tensor* dx : dxs) {
+    if (!dx) continue;
+    if (first) {
+      copy(*dx, *first);
+    } else {
+      activation_backward(*dx, dy, y, y, Activation::kRelu, 0.f);
+      first = dx;
+    }
+  }
+}
+
 }  // namespace tandem

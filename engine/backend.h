@@ -348,6 +348,36 @@ class Backend {
                                   const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_inv_std) = 0;
 
+  // --- fusions: an op and the relu that takes its output, in one pass (Graph::allocate) ---
+  // Whether this backend computes batch normalization or add and the relu after it in one pass
+  // for activations of dtype d, each value read and written once instead of twice. The graph
+  // fuses only then: the relu layer is not run, and its output is the op's. The fused ops below
+  // give the same values, bit for bit, as the op then the relu; by default they are the two ops.
+  enum class ReluFusion { kBatchnorm, kAdd };
+  virtual bool fuses_relu(ReluFusion op, DType d) const {
+    (void)op, (void)d;
+    return false;
+  }
+  // y = relu(batch normalization of x), as batchnorm_forward_training and _inference.
+  virtual void batchnorm_relu_forward_training(Tensor& y, Tensor& save_mean, Tensor& save_inv_std,
+                                               Tensor& running_mean, Tensor& running_var,
+                                               const Tensor& x, const Tensor& gamma,
+                                               const Tensor& beta, float momentum, float eps);
+  virtual void batchnorm_relu_forward_inference(Tensor& y, const Tensor& x, const Tensor& gamma,
+                                                const Tensor& beta, const Tensor& running_mean,
+                                                const Tensor& running_var, float eps);
+  // batchnorm_backward from dy, the gradient of y = relu(bn(x)): relu's gradient (dy where y > 0,
+  // else 0, as activation_backward's) goes into batch normalization's.
+  virtual void batchnorm_relu_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy,
+                                       const Tensor& y, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& save_mean, const Tensor& save_inv_std);
+  // y = relu(a + b).
+  virtual void add_relu(Tensor& y, const Tensor& a, const Tensor& b);
+  // add_relu's backward: every non-null dx = relu's gradient from dy and y (each input of a sum
+  // gets the sum's gradient).
+  virtual void add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
+                                 const Tensor& y);
+
   // --- group normalization: per sample, over each group of C / G channels and their positions ---
   // x (N,C,...): y = gamma[c] * (x - mean) * inv_std + beta[c], mean and inv_std = 1 /
   // sqrt(biased variance + eps) those of the (sample, group)'s values, saved (N*G) for the

@@ -107,7 +107,7 @@ std::vector<LayerProfile> profile_layers(Graph& graph, Loss& loss, Backend& back
     rows[i].forward_ms = median(fwd[i]);
     rows[i].backward_ms = median(bwd[i]);
   }
-  return rows;
+  return without_fused(graph, std::move(rows));
 }
 
 }  // namespace tandem

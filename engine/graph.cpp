@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "engine/error.h"
@@ -269,6 +270,7 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   auto layout_of = [&](size_t k, const Shape& s) {
     return k == 0 || k == count ? Layout::kPlain : backend.activation_layout(dtype_of(k), s);
   };
+  choose_fusions(backend, dtype_of);
   views_.assign(count, false);
   for (size_t i = 0; i < count; ++i) {
     Shape out = layers_[i]->output_shape().with_batch(max_batch);
@@ -277,6 +279,8 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
         layers_[i]->is_view() && in.layout() == Layout::kPlain && in.dtype() == dtype_of(i + 1);
     if (views_[i]) {
       acts_[i + 1] = in.reshape(out);
+    } else if (fused_into_[i] >= 0) {  // the relu's output is its producer's
+      acts_[i + 1] = in;
     } else {
       acts_[i + 1] = Tensor(backend, out, dtype_of(i + 1), layout_of(i + 1, out));
     }
@@ -296,6 +300,8 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
     if (j >= 0 && views_[static_cast<size_t>(j)]) {
       grads_[k] = grads_[static_cast<size_t>(j) + 1].reshape(shape);
       shares_grad_[static_cast<size_t>(j)] = true;
+    } else if (j >= 0 && fused_into_[static_cast<size_t>(j)] >= 0) {
+      grads_[k] = grads_[static_cast<size_t>(j) + 1];  // a fused relu's, as its output
     } else {
       grads_[k] = Tensor(backend, shape, acts_[k].dtype(), acts_[k].layout());
     }
@@ -306,6 +312,26 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   scratch_.clear();
   if (scratch > 0)
     for (size_t s = 0; s < slots; ++s) scratch_.emplace_back(backend, Shape{scratch}, low);
+}
+
+void Graph::choose_fusions(const Backend& backend, const std::function<DType(size_t)>& dtype_of) {
+  const size_t count = layers_.size();
+  fused_into_.assign(count, -1);
+  for (auto& layer : layers_) layer->fuse_relu(false);
+  if (const char* v = std::getenv("TANDEM_FUSION"); v && std::string(v) == "off") return;
+  for (size_t j = 0; j < count; ++j) {
+    if (layers_[j]->type() != "relu" || inputs_[j].size() != 1) continue;
+    const int a = inputs_[j][0];
+    if (a == 0 || consumers_[static_cast<size_t>(a)] != 1) continue;
+    const size_t p = static_cast<size_t>(a) - 1;  // the layer whose output the relu alone takes
+    // Same dtype in and out (not a last relu giving fp32 logits); a fused producer's own
+    // buffers are both layers'.
+    if (dtype_of(static_cast<size_t>(a)) != dtype_of(j + 1) || layers_[p]->fused_relu() ||
+        !layers_[p]->can_fuse_relu(backend, dtype_of(static_cast<size_t>(a))))
+      continue;
+    layers_[p]->fuse_relu(true);
+    fused_into_[j] = static_cast<int>(p);
+  }
 }
 
 void Graph::swap_input(Tensor& other) {
@@ -320,7 +346,7 @@ Tensor Graph::forward(Context& ctx, int64_t n) {
   TANDEM_CHECK(n > 0 && n <= max_batch_, "batch of " + std::to_string(n) + " samples");
   std::vector<Tensor> xs;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (views_[i]) continue;
+    if (views_[i] || fused_into_[i] >= 0) continue;
     xs.clear();
     for (int a : inputs_[i]) xs.push_back(act(a).prefix(n));
     Tensor y = acts_[i + 1].prefix(n);
@@ -361,6 +387,10 @@ void Graph::backward(Context& ctx, const Tensor& dlogits) {
     if (!needs_grad_[i + 1]) continue;
     Layer& layer = *layers_[i];
     const std::vector<int>& in = inputs_[i];
+    if (fused_into_[i] >= 0) {  // its producer's backward takes the gradient, in the same buffer
+      written[static_cast<size_t>(in[0])] = true;
+      continue;
+    }
     Tensor y = acts_[i + 1].prefix(n), dy = grads_[i + 1].prefix(n);
     if (layer.is_view()) {  // dx is dy reshaped: shared storage, or copied (and converted)
       const int a = in[0];

@@ -75,11 +75,16 @@ class Graph {
   };
 
   // Layer i's output, the gradient of that output and of its input, first n samples, as the last
-  // forward and backward left them (NaN diagnosis). The input gradient is undefined where the
+  // forward and backward left them (NaN diagnosis); a layer with a fused relu (fused_into): the
+  // relu's output and its gradient. The input gradient is undefined where the
   // backward computes none (at and below the first layer with parameters).
   Tensor output(size_t layer, int64_t n) const { return acts_[layer + 1].prefix(n); }
   Tensor output_gradient(size_t layer, int64_t n) const { return grads_[layer + 1].prefix(n); }
   Tensor input_gradient(size_t layer, int64_t n) const;
+
+  // The layer that computes layer i, a relu fused into it (Backend::fuses_relu), or -1. A fused
+  // relu does not run: its output and that output's gradient are its producer's buffers.
+  int fused_into(size_t i) const { return fused_into_.empty() ? -1 : fused_into_[i]; }
 
   std::vector<Param*> params();
   // Every parameter's value and gradient, packed back to back (packed_numel each; the gaps hold
@@ -114,6 +119,9 @@ class Graph {
   // parameter its lr multiplier; refuses a freeze or multiplier named for a layer without
   // parameters, and a model with nothing left to train.
   void set_trainable(const Config& config);
+  // Fuses each relu that alone takes the output of a layer that can compute it in the same pass
+  // (Layer::can_fuse_relu), unless TANDEM_FUSION=off; dtype_of(k): activation k's dtype.
+  void choose_fusions(const Backend& backend, const std::function<DType(size_t)>& dtype_of);
   // Activation k (0 the input, i+1 layer i's output) and its gradient buffer.
   Tensor& act(int k) { return acts_[static_cast<size_t>(k)]; }
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -130,6 +138,7 @@ class Graph {
   // A flatten after a channels-last, blocked or fp32 activation copies instead (Backend::copy
   // converts, keeping the logical NCHW order, so dense weights mean the same in every precision).
   std::vector<bool> views_;
+  std::vector<int> fused_into_;  // per layer: fused_into()
   Precision precision_ = Precision::kF32;
   bool branches_ = false;
   std::vector<bool> named_;  // by layer: the config gave its name

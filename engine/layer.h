@@ -90,6 +90,14 @@ class Layer {
     backward(ctx, xs.at(0), y, dy, dxs.at(0));
   }
 
+  // Whether this layer can compute the relu that takes its output in the same pass, on `backend`
+  // for activations of dtype d (Backend::fuses_relu). Where the graph fuses them (fuse_relu), the
+  // relu layer does not run: this one's forward writes relu of its result, and its backward gets
+  // that output as y and the gradient of it as dy.
+  virtual bool can_fuse_relu(const Backend&, DType) const { return false; }
+  void fuse_relu(bool on) { fused_relu_ = on; }
+  bool fused_relu() const { return fused_relu_; }
+
   // Forward multiply-adds count as 2 FLOPs; per sample.
   virtual int64_t flops() const { return 0; }
   // True where y is x reshaped (flatten): the graph then shares storage instead of copying.
@@ -122,6 +130,7 @@ class Layer {
   std::string name_;
   int index_ = 0;
   bool trainable_ = true;
+  bool fused_relu_ = false;
   std::vector<Param> params_;
 };
 

@@ -22,7 +22,22 @@ std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
                     {},
                     {}});
   }
+  // A fused relu is its producer's row: both names, both FLOPs, the same traffic.
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (const int p = graph.fused_into(i); p >= 0) {
+      LayerProfile& into = rows[static_cast<size_t>(p)];
+      into.name += "+" + rows[i].name;
+      into.type += "+" + rows[i].type;
+      into.flops += rows[i].flops;
+    }
   return rows;
+}
+
+std::vector<LayerProfile> without_fused(const Graph& graph, std::vector<LayerProfile> rows) {
+  std::vector<LayerProfile> out;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (graph.fused_into(i) < 0) out.push_back(std::move(rows[i]));
+  return out;
 }
 
 // A layer hook that puts each layer pass's traced placement lines into `rows` (each once).

@@ -134,7 +134,7 @@ void StepRunner::compute(const InFlight& now) {
       Graph::ScopedHook hook(graph_, trace_layers(backend_, rows, trace));
       step_.compute(now.n, now.step);
     }
-    options_.on_placement(rows);
+    options_.on_placement(without_fused(graph_, std::move(rows)));
   } else {
     step_.compute(now.n, now.step);
   }

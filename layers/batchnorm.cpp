@@ -58,7 +58,11 @@ void BatchNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
   const Tensor& gamma = params()[0].value;
   const Tensor& beta = params()[1].value;
   if (!ctx.training || !trainable()) {
-    ctx.backend.batchnorm_forward_inference(y, x, gamma, beta, running_mean_, running_var_, eps_);
+    if (fused_relu())
+      ctx.backend.batchnorm_relu_forward_inference(y, x, gamma, beta, running_mean_, running_var_,
+                                                   eps_);
+    else
+      ctx.backend.batchnorm_forward_inference(y, x, gamma, beta, running_mean_, running_var_, eps_);
     return;
   }
   if (x.dim(0) < min_training_batch())
@@ -68,11 +72,21 @@ void BatchNorm::forward(Context& ctx, const Tensor& x, Tensor& y) {
                           std::to_string(x.dim(0)),
                       "use a batch size of 2 or more, or set train.drop_last: true when the last "
                       "batch of an epoch holds one sample");
-  ctx.backend.batchnorm_forward_training(y, mean_, inv_std_, running_mean_, running_var_, x, gamma,
-                                         beta, momentum_, eps_);
+  if (fused_relu())
+    ctx.backend.batchnorm_relu_forward_training(y, mean_, inv_std_, running_mean_, running_var_, x,
+                                                gamma, beta, momentum_, eps_);
+  else
+    ctx.backend.batchnorm_forward_training(y, mean_, inv_std_, running_mean_, running_var_, x,
+                                           gamma, beta, momentum_, eps_);
 }
 
-void BatchNorm::backward(Context& ctx, const Tensor& x, const Tensor&, const Tensor& dy,
+// A frozen one's backward is the inference op on dy, which a fused relu's gradient would have to
+// go through first: only a trained one fuses.
+bool BatchNorm::can_fuse_relu(const Backend& backend, DType d) const {
+  return trainable() && backend.fuses_relu(Backend::ReluFusion::kBatchnorm, d);
+}
+
+void BatchNorm::backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                          Tensor* dx) {
   if (!trainable()) {
     // y = gamma (x - running_mean) / sqrt(running_var + eps) + beta, the statistics constants:
@@ -82,8 +96,12 @@ void BatchNorm::backward(Context& ctx, const Tensor& x, const Tensor&, const Ten
                                               running_var_, eps_);
     return;
   }
-  ctx.backend.batchnorm_backward(dx, params()[0].grad, params()[1].grad, dy, x, params()[0].value,
-                                 mean_, inv_std_);
+  if (fused_relu())
+    ctx.backend.batchnorm_relu_backward(dx, params()[0].grad, params()[1].grad, dy, y, x,
+                                        params()[0].value, mean_, inv_std_);
+  else
+    ctx.backend.batchnorm_backward(dx, params()[0].grad, params()[1].grad, dy, x, params()[0].value,
+                                   mean_, inv_std_);
 }
 
 }  // namespace tandem

@@ -26,6 +26,7 @@ class BatchNorm : public Layer {
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
   int64_t flops() const override { return 2 * in_.numel(); }
+  bool can_fuse_relu(const Backend& backend, DType d) const override;
   // Frozen, it normalizes with the running statistics: any batch will do.
   int64_t min_training_batch() const override { return in_.rank() == 1 && trainable() ? 2 : 1; }
   std::vector<std::pair<std::string, Tensor>> buffers() override;

@@ -18,13 +18,25 @@ Shape Add::setup_inputs(const std::vector<Shape>& in) {
   return out_;
 }
 
-void Add::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
-  ctx.backend.add(y, xs[0], xs[1]);
-  for (size_t k = 2; k < xs.size(); ++k) ctx.backend.add(y, y, xs[k]);
+bool Add::can_fuse_relu(const Backend& backend, DType d) const {
+  return backend.fuses_relu(Backend::ReluFusion::kAdd, d);
 }
 
-void Add::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor&, const Tensor& dy,
-                          const std::vector<Tensor*>& dxs) {
+// With a fused relu, the last addition applies it.
+void Add::forward_inputs(Context& ctx, const std::vector<Tensor>& xs, Tensor& y) {
+  const size_t last = xs.size() - 1;
+  for (size_t k = 1; k <= last; ++k) {
+    const Tensor& a = k == 1 ? xs[0] : y;
+    if (k == last && fused_relu())
+      ctx.backend.add_relu(y, a, xs[k]);
+    else
+      ctx.backend.add(y, a, xs[k]);
+  }
+}
+
+void Add::backward_inputs(Context& ctx, const std::vector<Tensor>&, const Tensor& y,
+                          const Tensor& dy, const std::vector<Tensor*>& dxs) {
+  if (fused_relu()) return ctx.backend.add_relu_backward(dxs, dy, y);
   for (Tensor* dx : dxs)
     if (dx) ctx.backend.copy(*dx, dy);
 }

@@ -34,6 +34,7 @@ class Add : public MergeLayer {
   void backward_inputs(Context& ctx, const std::vector<Tensor>& xs, const Tensor& y,
                        const Tensor& dy, const std::vector<Tensor*>& dxs) override;
   int64_t flops() const override;
+  bool can_fuse_relu(const Backend& backend, DType d) const override;
 };
 
 // multiply: y = x1 * x2, elementwise; one input may be a gate of one value per channel, (C) or
