@@ -22,11 +22,15 @@ std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
                     {},
                     {}});
   }
-  // A fused relu is its producer's row: both names, both FLOPs, the same traffic.
+  // A fused relu is its producer's row: both names (the relu's without the block scope they
+  // share: "layer1.0.bn1+relu_1"), both FLOPs, the same traffic.
   for (size_t i = 0; i < rows.size(); ++i)
     if (const int p = graph.fused_into(i); p >= 0) {
       LayerProfile& into = rows[static_cast<size_t>(p)];
-      into.name += "+" + rows[i].name;
+      const std::string& relu = rows[i].name;
+      const size_t scope = into.name.rfind('.') + 1;  // 0 without a scope
+      const bool shared = scope > 0 && relu.compare(0, scope, into.name, 0, scope) == 0;
+      into.name += "+" + relu.substr(shared ? scope : 0);
       into.type += "+" + rows[i].type;
       into.flops += rows[i].flops;
     }

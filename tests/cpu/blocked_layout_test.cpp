@@ -8,6 +8,7 @@
 // and scale gradients, which are added in double across samples either way).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -221,6 +222,65 @@ TEST_P(BlockedLayout, PoolingMatchesThePlainOne) {
     }
     expect_same_bits(plain_values(yb), download(y), "pool forward");
     expect_same_bits(plain_values(dxb), download(dx), "pool backward");
+  }
+}
+
+// The relu fusions (Backend::fuses_relu) in one pass give the two ops' values bit for bit, in
+// the blocked order and in the plain one: CpuBackend's against the Backend's composition of
+// batchnorm, add and the relu. A NaN input stays NaN; gradients are checked on finite values.
+TEST_P(BlockedLayout, FusedReluGivesTheTwoOpsValues) {
+  ASSERT_TRUE(be().fuses_relu(Backend::ReluFusion::kBatchnorm, DType::kF32));
+  ASSERT_TRUE(be().fuses_relu(Backend::ReluFusion::kAdd, DType::kF32));
+  EXPECT_FALSE(be().fuses_relu(Backend::ReluFusion::kBatchnorm, DType::kBF16));
+  const Shape s{4, 32, 5, 7};
+  const Shape c{32};
+  Floats xv = random(s.numel(), 21, -2.f, 3.f);
+  Tensor gamma = upload(c, random(32, 23, -1.f, 1.5f)), beta = upload(c, random(32, 24));
+  Tensor dy0 = upload(s, random(s.numel(), 22));
+  for (const bool in_blocks : {true, false}) {
+    SCOPED_TRACE(in_blocks ? "blocked" : "plain");
+    auto order = [&](const Tensor& t) { return in_blocks ? blocked(t) : t; };
+    auto out = [&] { return in_blocks ? blocked_output(s) : output(s); };
+    auto stats = [&] { return upload(c, Floats(32, 0.5f)); };
+    Tensor x = order(upload(s, xv)), dy = order(dy0),
+           other = order(upload(s, random(s.numel(), 25)));
+    Tensor mean = output(c), inv = output(c), rm = stats(), rv = stats();
+    Tensor mean2 = output(c), inv2 = output(c), rm2 = stats(), rv2 = stats();
+    Tensor y = out(), y2 = out();
+    be().batchnorm_relu_forward_training(y, mean, inv, rm, rv, x, gamma, beta, 0.1f, 1e-5f);
+    be().Backend::batchnorm_relu_forward_training(y2, mean2, inv2, rm2, rv2, x, gamma, beta, 0.1f,
+                                                  1e-5f);
+    expect_same_bits(plain_values(y), plain_values(y2), "batchnorm+relu training");
+    const Floats yv = plain_values(y);
+    EXPECT_GT(std::count(yv.begin(), yv.end(), 0.f), s.numel() / 10) << "the relu clipped some";
+    Tensor dx = out(), dx2 = out(), dg = output(c), db = output(c), dg2 = output(c),
+           db2 = output(c);
+    be().batchnorm_relu_backward(&dx, dg, db, dy, y, x, gamma, mean, inv);
+    be().Backend::batchnorm_relu_backward(&dx2, dg2, db2, dy, y, x, gamma, mean, inv);
+    expect_same_bits(plain_values(dx), plain_values(dx2), "batchnorm+relu input gradient");
+    expect_same_bits(download(dg), download(dg2), "batchnorm+relu scale gradient");
+    expect_same_bits(download(db), download(db2), "batchnorm+relu shift gradient");
+
+    Floats nan_x = xv;
+    nan_x[5] = NAN;
+    Tensor xn = order(upload(s, nan_x)), yi = out(), yi2 = out();
+    be().batchnorm_relu_forward_inference(yi, xn, gamma, beta, rm, rv, 1e-5f);
+    be().Backend::batchnorm_relu_forward_inference(yi2, xn, gamma, beta, rm, rv, 1e-5f);
+    const Floats yiv = plain_values(yi);
+    EXPECT_TRUE(std::isnan(yiv[5])) << "a NaN passes the fused relu";
+    expect_same_bits(yiv, plain_values(yi2), "batchnorm+relu inference");
+
+    Tensor sum = out(), sum2 = out();
+    be().add_relu(sum, xn, other);
+    be().Backend::add_relu(sum2, xn, other);
+    expect_same_bits(plain_values(sum), plain_values(sum2), "add+relu");
+    EXPECT_TRUE(std::isnan(plain_values(sum)[5]));
+    Tensor s_ok = out(), da = out(), dbb = out(), da2 = out(), db3 = out();
+    be().add_relu(s_ok, x, other);
+    be().add_relu_backward({&da, &dbb}, dy, s_ok);
+    be().Backend::add_relu_backward({&da2, &db3}, dy, s_ok);
+    expect_same_bits(plain_values(da), plain_values(da2), "add+relu gradient, first input");
+    expect_same_bits(plain_values(dbb), plain_values(db3), "add+relu gradient, second input");
   }
 }
 

@@ -142,6 +142,28 @@ TEST(ReluFusion, FusesARelusProducerWhereItAloneTakesTheOutput) {
   }
   EXPECT_TRUE(seen);
 
+  // Inside a block, the relu's name drops the scope both share.
+  Config scoped = parse_config(R"(
+input: {shape: [4, 6, 6]}
+blocks:
+  unit:
+    layers:
+      - {conv2d: {filters: 16, kernel: 3, padding: 1}, name: conv}
+      - {batchnorm: {}, name: bn}
+      - {relu: {}, name: act}
+layers:
+  - {unit: {}, name: stage1}
+  - flatten
+  - {dense: {units: 3}}
+loss: softmax_cross_entropy
+)",
+                               "scoped.yaml");
+  Graph block(scoped);
+  block.allocate(*backend, 2, 5);
+  std::vector<LayerProfile> block_rows = without_fused(block, layer_rows(block, 2));
+  ASSERT_GE(block_rows.size(), 2u);
+  EXPECT_EQ(block_rows[1].name, "stage1.bn+act");
+
   ScopedEnv off("TANDEM_FUSION", "off");
   Graph plain(config);
   plain.allocate(*backend, 6, 5);
