@@ -97,6 +97,36 @@ memory::desc activation_desc(const Tensor& t, const memory::dims& d, memory::dat
   return any_desc(d, dt);
 }
 
+// Whether a pass reads and writes its two activations as they are, NCHW: both are fp32 and plain
+// only because their channels are no whole number of the blocks the backend keeps fp32 images in
+// (LeNet's 20 and 50; `min_channels`: the input's fewest, for the weight gradient). oneDNN's
+// blocked kernels would then need a reorder of each, around every call; its NCHW kernel (im2col
+// and a matrix product, gemm:jit) reads them as they are, and in LeNet it ran each such pass as
+// fast or faster, reorders aside (bench/README.md). Not in the plain order asked for with
+// TANDEM_CPU_FP32_LAYOUT, which measures the reorders.
+bool nchw_pass(const Backend& be, const Tensor& a, const Tensor& b, int64_t min_channels = 1) {
+  const Layout blocks = be.activation_layout(DType::kF32, Shape{1, 16, 1, 1});
+  if (blocks == Layout::kPlain) return false;
+  auto unblocked = [&](const Tensor& t) {
+    return t.is_f32_plain() && t.shape().rank() == 4 &&
+           be.activation_layout(DType::kF32, t.shape()) == Layout::kPlain;
+  };
+  return unblocked(a) && unblocked(b) && a.dim(1) >= min_channels;
+}
+
+// A pass's primitive descriptor from make(src or diff_src desc, dst or diff_dst desc): NCHW as
+// stored where nchw (nchw_pass), unless oneDNN then has only its reference kernel for it; else as
+// activation_desc says.
+template <typename Make>
+auto pass_pd(bool nchw, const Tensor& a, const memory::dims& da, const Tensor& b,
+             const memory::dims& db, memory::data_type dt, Make make) {
+  if (nchw) {
+    auto pd = make(tensor_desc(a, da), tensor_desc(b, db));
+    if (impl_name(pd).rfind("ref", 0) != 0) return pd;
+  }
+  return make(activation_desc(a, da, dt), activation_desc(b, db, dt));
+}
+
 std::string type_note(memory::data_type dt) {
   return dt == kF32 ? "" : dt == memory::data_type::bf16 ? " bf16" : " fp16";
 }
@@ -271,14 +301,16 @@ void CpuBackend::conv2d_forward(Tensor& y, const Tensor& x, const Tensor& w, con
       auto e = std::make_unique<ConvForwardEntry>();
       auto alg = dnnl::algorithm::convolution_direct;
       auto prop = dnnl::prop_kind::forward_training;
-      const memory::desc src = activation_desc(x, g.src, dt), dst = activation_desc(y, g.dst, dt);
-      dnnl::convolution_forward::desc d =
-          b ? dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt),
-                                              plain_desc(g.bias), dst, g.strides, g.dilates,
-                                              g.pad_l, g.pad_r)
-            : dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt), dst, g.strides,
-                                              g.dilates, g.pad_l, g.pad_r);
-      dnnl::convolution_forward::primitive_desc pd(d, scratchpad_attr(), engine());
+      auto make = [&](const memory::desc& src, const memory::desc& dst) {
+        dnnl::convolution_forward::desc d =
+            b ? dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt),
+                                                plain_desc(g.bias), dst, g.strides, g.dilates,
+                                                g.pad_l, g.pad_r)
+              : dnnl::convolution_forward::desc(prop, alg, src, any_desc(g.wei, dt), dst, g.strides,
+                                                g.dilates, g.pad_l, g.pad_r);
+        return dnnl::convolution_forward::primitive_desc(d, scratchpad_attr(), engine());
+      };
+      auto pd = pass_pd(nchw_pass(*this, x, y), x, g.src, y, g.dst, dt, make);
       e->prim = dnnl::convolution_forward(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->src = LayoutBridge(*this, tensor_desc(x, g.src), pd.src_desc(), true);
@@ -318,12 +350,14 @@ void CpuBackend::conv2d_backward_data(Tensor& dx, const Tensor& dy, const Tensor
   auto& e = cached<ConvBackwardDataEntry>("conv_bwd_data " + g.key + types, [&] {
     return dnnl_guard("conv2d_backward_data " + g.key, [&] {
       auto e = std::make_unique<ConvBackwardDataEntry>();
-      const memory::desc src = activation_desc(dx, g.src, dt), dst = activation_desc(dy, g.dst, dt);
-      dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src,
-                                              any_desc(g.wei, dt), dst, g.strides, g.dilates,
-                                              g.pad_l, g.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(d, scratchpad_attr(), engine(),
-                                                         forward_hint(g, src, dst, dt, engine()));
+      auto make = [&](const memory::desc& src, const memory::desc& dst) {
+        dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, src,
+                                                any_desc(g.wei, dt), dst, g.strides, g.dilates,
+                                                g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_data::primitive_desc(
+            d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
+      };
+      auto pd = pass_pd(nchw_pass(*this, dx, dy), dx, g.src, dy, g.dst, dt, make);
       e->prim = dnnl::convolution_backward_data(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
@@ -358,13 +392,18 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
   auto& e = cached<ConvBackwardFilterEntry>("conv_bwd_filter " + g.key + types, [&] {
     return dnnl_guard("conv2d_backward_filter " + g.key, [&] {
       auto e = std::make_unique<ConvBackwardFilterEntry>();
-      const memory::desc src = activation_desc(x, g.src, dt), dst = activation_desc(dy, g.dst, dt);
       // The weight gradient in fp32: it goes to the fp32 master weights' optimizer.
-      dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, src,
-                                                 any_desc(g.wei), dst, g.strides, g.dilates,
-                                                 g.pad_l, g.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(
-          d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
+      auto make = [&](const memory::desc& src, const memory::desc& dst) {
+        dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, src,
+                                                   any_desc(g.wei), dst, g.strides, g.dilates,
+                                                   g.pad_l, g.pad_r);
+        return dnnl::convolution_backward_weights::primitive_desc(
+            d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
+      };
+      // From 1 or 3 input channels, the NCHW kernel's weight gradient took LeNet's first
+      // convolution 5 times as long as the blocked one with its reorders: a block's worth at least.
+      const int64_t block = channel_block(activation_layout(DType::kF32, Shape{1, 16, 1, 1}));
+      auto pd = pass_pd(nchw_pass(*this, x, dy, block), x, g.src, dy, g.dst, dt, make);
       e->prim = dnnl::convolution_backward_weights(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
