@@ -19,17 +19,6 @@
 namespace tandem {
 namespace {
 
-// The relu fused after a normalization (Backend::fuses_relu): its value, and its gradient from
-// its output y, as the relu layer computes them (engine/activation_math.h).
-template <bool Relu>
-inline float post(float v) {
-  return Relu ? activation_value(Activation::kRelu, v, 0.f) : v;
-}
-template <bool Relu>
-inline float pre_grad(float g, const float* y, int64_t e) {
-  return Relu ? activation_grad(Activation::kRelu, g, y[e], 0.f) : g;
-}
-
 // (N, C, inner) geometry of x, and the number M = N * inner of values per channel.
 struct BatchGeometry {
   int64_t n, c, inner, m;
@@ -71,7 +60,7 @@ void plane_sum_and_dot(const float* d, const float* y, const float* p, int64_t i
   float s = 0.f, t = 0.f;
 #pragma omp simd reduction(+ : s, t)
   for (int64_t k = 0; k < inner; ++k) {
-    const float dk = pre_grad<Relu>(d[k], y, k);
+    const float dk = relu_grad_if<Relu>(d[k], y, k);
     s += dk;
     t += dk * (p[k] - shift);
   }
@@ -87,7 +76,7 @@ void normalize(float* y, const float* x, const BatchGeometry& g, int64_t ch, flo
   for (int64_t i = 0; i < g.n; ++i) {
     const int64_t base = (i * g.c + ch) * g.inner;
 #pragma omp simd
-    for (int64_t k = 0; k < g.inner; ++k) y[base + k] = post<Relu>((x[base + k] - mean) * a + b);
+    for (int64_t k = 0; k < g.inner; ++k) y[base + k] = relu_if<Relu>((x[base + k] - mean) * a + b);
   }
 }
 
@@ -105,7 +94,7 @@ void normalize_block(float* y, const float* x, const BatchGeometry& g, int64_t c
     for (int64_t k = 0; k < g.inner; ++k)
 #pragma omp simd
       for (int j = 0; j < B; ++j)
-        y[base + k * B + j] = post<Relu>((x[base + k * B + j] - mean[j]) * scale[j] + shift[j]);
+        y[base + k * B + j] = relu_if<Relu>((x[base + k * B + j] - mean[j]) * scale[j] + shift[j]);
   }
 }
 
@@ -190,7 +179,7 @@ void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, c
       for (int64_t k = 0; k < inner; ++k)
 #pragma omp simd
         for (int j = 0; j < B; ++j) {
-          const float d = pre_grad<Relu>(dy[base + k * B + j], yr, base + k * B + j);
+          const float d = relu_grad_if<Relu>(dy[base + k * B + j], yr, base + k * B + j);
           s[j] += d;
           t[j] += d * (x[base + k * B + j] - meanf[j]);
         }
@@ -217,7 +206,7 @@ void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, c
 #pragma omp simd
         for (int j = 0; j < B; ++j) {
           const int64_t e = base + k * B + j;
-          dx[e] = (pre_grad<Relu>(dy[e], yr, e) - mean_dy[j]) * a[j] + (x[e] - meanf[j]) * b[j];
+          dx[e] = (relu_grad_if<Relu>(dy[e], yr, e) - mean_dy[j]) * a[j] + (x[e] - meanf[j]) * b[j];
         }
     }
   }
@@ -358,7 +347,7 @@ bool f32_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy, c
       const int64_t base = (i * g.c + ch) * g.inner;
 #pragma omp simd
       for (int64_t k = 0; k < g.inner; ++k)
-        dxp[base + k] = (pre_grad<Relu>(dyp[base + k], yp, base + k) - mean_dy) * af +
+        dxp[base + k] = (relu_grad_if<Relu>(dyp[base + k], yp, base + k) - mean_dy) * af +
                         (xp[base + k] - meanf) * bf;
     }
   }
@@ -408,8 +397,8 @@ void CpuBackend::batchnorm_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, c
   if (sdx) sdx->finish();
 }
 
-// The fused relu in the fp32 loops (batchnorm here, add in elementwise.cpp); the two ops in
-// 16 bits.
+// The fused relu in the fp32 loops (batchnorm here, add in elementwise.cpp, max pooling in
+// pool.cpp); the two ops in 16 bits.
 bool CpuBackend::fuses_relu(ReluFusion op, DType d) const {
   (void)op;
   return d == DType::kF32;

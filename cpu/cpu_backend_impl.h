@@ -119,6 +119,9 @@ class CpuBackend : public Backend {
   void add_relu(Tensor& y, const Tensor& a, const Tensor& b) override;
   void add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
                          const Tensor& y) override;
+  void relu_max_pool_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) override;
+  void relu_max_pool_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                              const Pool2dParams& p) override;
 
   void groupnorm_forward(Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const Tensor& x,
                          const Tensor& gamma, const Tensor& beta, int groups, float eps) override;
@@ -239,6 +242,18 @@ inline bool all_f32_same_order(std::initializer_list<const Tensor*> ts) {
         (t->layout() != Layout::kPlain && t->shape() != first->shape()))
       return false;
   return true;
+}
+
+// A relu fused into an op's loop (Backend::fuses_relu), as the relu layer computes it
+// (engine/activation_math.h): relu_if<Relu>(v) its value; relu_grad_if<Relu>(g, y, e) its
+// gradient from dy = g and its output y[e] (y is 0 exactly where its input was not above 0).
+template <bool Relu>
+inline float relu_if(float v) {
+  return Relu ? activation_value(Activation::kRelu, v, 0.f) : v;
+}
+template <bool Relu>
+inline float relu_grad_if(float g, const float* y, int64_t e) {
+  return Relu ? activation_grad(Activation::kRelu, g, y[e], 0.f) : g;
 }
 
 // A 4-D image tensor whose channels are innermost in runs: blocked fp32 ((N, C/B, H*W, B): `runs`

@@ -76,6 +76,8 @@ namespace {
 
 // y (planes,P,Q) = max of each window of x (planes,H,W). 2x2 windows of stride 2 (LeNet's and
 // VGG's) get a branch-free loop that vectorises.
+// Relu: y = relu of the maximum (a relu fused before the pooling: the same values).
+template <bool Relu>
 void max_pool_forward(float* y, const float* x, int64_t planes, int64_t H, int64_t W, int64_t P,
                       int64_t Q, const Pool2dParams& p, bool fast) {
 #pragma omp parallel for schedule(static)
@@ -93,14 +95,15 @@ void max_pool_forward(float* y, const float* x, int64_t planes, int64_t H, int64
           m = above(x0[2 * q + 1], m) ? x0[2 * q + 1] : m;
           m = above(x1[2 * q], m) ? x1[2 * q] : m;
           m = above(x1[2 * q + 1], m) ? x1[2 * q + 1] : m;
-          yo[q] = m;
+          yo[q] = relu_if<Relu>(m);
         }
         continue;
       }
       const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
       for (int64_t oq = 0; oq < Q; ++oq) {
         const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
-        yo[oq] = hs < he && ws < we ? xs[first_max(xs, W, hs, he, ws, we)] : -HUGE_VALF;
+        yo[oq] =
+            relu_if<Relu>(hs < he && ws < we ? xs[first_max(xs, W, hs, he, ws, we)] : -HUGE_VALF);
       }
     }
   }
@@ -109,6 +112,8 @@ void max_pool_forward(float* y, const float* x, int64_t planes, int64_t H, int64
 // Max-pool backward for 2x2 windows of stride 2 without padding (LeNet's and VGG's pooling): each
 // dx entry is written once, branch-free, so the loop vectorises. A window's gradient goes to its
 // first element equal to y (a NaN equal to a NaN y). Rows and columns past the last window get 0.
+// Relu: dy is the gradient of y = relu(max), masked by relu's gradient first.
+template <bool Relu>
 void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const float* y,
                            int64_t planes, int64_t H, int64_t W, int64_t P, int64_t Q) {
 #pragma omp parallel for schedule(static)
@@ -126,7 +131,7 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
       for (int64_t q = 0; q < Q; ++q) {
         // A chain of selects, no branch, so the loop vectorises: t is the gradient not yet routed.
         const float m = ym[q];
-        float t = g[q];
+        float t = relu_grad_if<Relu>(g[q], ym, q);
         d0[2 * q] = same(x0[2 * q], m) ? t : 0.f;
         t = same(x0[2 * q], m) ? 0.f : t;
         d0[2 * q + 1] = same(x0[2 * q + 1], m) ? t : 0.f;
@@ -146,7 +151,7 @@ void max_pool_backward_2x2(float* dx, const float* dy, const float* x, const flo
 // (H, W, B) image, pooled B channels at a time with the plain loops' rules (a NaN is the
 // maximum; a window's gradient goes to its first maximum in row-major order, found as its first
 // element equal to y).
-template <int B>
+template <int B, bool Relu>
 void blocked_max_forward(float* y, const float* x, int64_t chunks, int64_t H, int64_t W, int64_t P,
                          int64_t Q, const Pool2dParams& p) {
 #pragma omp parallel for schedule(static) if (chunks * P > 1)
@@ -168,12 +173,13 @@ void blocked_max_forward(float* y, const float* x, int64_t chunks, int64_t H, in
           }
         }
       float* py = y + ((chunk * P + op) * Q + oq) * B;
-      for (int j = 0; j < B; ++j) py[j] = m[j];
+      for (int j = 0; j < B; ++j) py[j] = relu_if<Relu>(m[j]);
     }
   }
 }
 
 // 2x2 windows of stride 2, each whole (is_2x2_stride_2): four rows of B values per output.
+template <bool Relu>
 void blocked_max_forward_2x2(float* y, const float* x, int64_t B, int64_t chunks, int64_t H,
                              int64_t W, int64_t P, int64_t Q) {
 #pragma omp parallel for schedule(static) if (chunks * P > 1)
@@ -190,13 +196,14 @@ void blocked_max_forward_2x2(float* y, const float* x, int64_t B, int64_t chunks
         m = above(b[j], m) ? b[j] : m;
         m = above(c[j], m) ? c[j] : m;
         m = above(d[j], m) ? d[j] : m;
-        out[oq * B + j] = m;
+        out[oq * B + j] = relu_if<Relu>(m);
       }
     }
   }
 }
 
 // Windows that do not overlap: each input element gets its window's gradient or 0.
+template <bool Relu>
 void blocked_max_backward_2x2(float* dx, const float* dy, const float* x, const float* y, int64_t B,
                               int64_t chunks, int64_t H, int64_t W, int64_t P, int64_t Q) {
 #pragma omp parallel for schedule(static) if (chunks * P > 1)
@@ -214,7 +221,7 @@ void blocked_max_backward_2x2(float* dx, const float* dy, const float* x, const 
 #pragma omp simd
       for (int64_t j = 0; j < B; ++j) {  // selects as in max_pool_backward_2x2: it vectorises
         const float mj = m[j];
-        float t = g[j];
+        float t = relu_grad_if<Relu>(g[j], m, j);
         d0[l + j] = same(r0[l + j], mj) ? t : 0.f;
         t = same(r0[l + j], mj) ? 0.f : t;
         d0[r + j] = same(r0[r + j], mj) ? t : 0.f;
@@ -231,7 +238,7 @@ void blocked_max_backward_2x2(float* dx, const float* dy, const float* x, const 
     for (int64_t h = 2 * P; h < H; ++h) std::fill_n(dx + (chunk * H + h) * W * B, W * B, 0.f);
 }
 
-template <int B>
+template <int B, bool Relu>
 void blocked_max_backward(float* dx, const float* dy, const float* x, const float* y,
                           int64_t chunks, int64_t H, int64_t W, int64_t P, int64_t Q,
                           const Pool2dParams& p) {
@@ -246,7 +253,7 @@ void blocked_max_backward(float* dx, const float* dy, const float* x, const floa
         const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
         const int64_t o = ((chunk * P + op) * Q + oq) * B;
         float left[B];
-        for (int j = 0; j < B; ++j) left[j] = dy[o + j];
+        for (int j = 0; j < B; ++j) left[j] = relu_grad_if<Relu>(dy[o + j], y, o + j);
         for (int64_t h = hs; h < he; ++h)
           for (int64_t w = ws; w < we; ++w) {
             const float* px = xs + (h * W + w) * B;
@@ -311,6 +318,86 @@ int blocked_f32(std::initializer_list<const Tensor*> ts) {
   return channel_block(l);
 }
 
+// Max pooling of fp32 tensors, blocked or plain, with the relu before it fused (Relu) or not;
+// false where the mode or a tensor's dtype or order is another's.
+template <bool Relu>
+bool max_forward_f32(const CpuBackend& be, Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  if (p.mode != PoolMode::kMax) return false;
+  const int block = blocked_f32({&y, &x});
+  if (!block && !all_f32_plain({&y, &x})) return false;
+  if (be.tracing_placement())
+    be.place(std::string(Relu ? "relu_max_pool_forward " : "pool2d_forward ") +
+             pool_key(x.shape(), p) + (block ? " " + std::string(layout_name(x.layout())) : "") +
+             " -> tandem's OpenMP loop (NaN-propagating)");
+  const bool fast = is_2x2_stride_2(p, x.shape(), y.shape());
+  if (!block) {
+    max_pool_forward<Relu>(y.data(), x.data(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2),
+                           y.dim(3), p, fast);
+    return true;
+  }
+  const int64_t chunks = x.dim(0) * x.dim(1) / block;
+  if (fast)
+    blocked_max_forward_2x2<Relu>(y.data(), x.data(), block, chunks, x.dim(2), x.dim(3), y.dim(2),
+                                  y.dim(3));
+  else if (block == 16)
+    blocked_max_forward<16, Relu>(y.data(), x.data(), chunks, x.dim(2), x.dim(3), y.dim(2),
+                                  y.dim(3), p);
+  else
+    blocked_max_forward<8, Relu>(y.data(), x.data(), chunks, x.dim(2), x.dim(3), y.dim(2), y.dim(3),
+                                 p);
+  return true;
+}
+
+template <bool Relu>
+bool max_backward_f32(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                      const Pool2dParams& p) {
+  if (p.mode != PoolMode::kMax) return false;
+  const int block = blocked_f32({&dx, &dy, &x, &y});
+  if (!block && !all_f32_plain({&dx, &dy, &x, &y})) return false;
+  const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
+  const bool fast = is_2x2_stride_2(p, x.shape(), y.shape());
+  if (block) {
+    const int64_t chunks = x.dim(0) * x.dim(1) / block;
+    if (fast)
+      blocked_max_backward_2x2<Relu>(dx.data(), dy.data(), x.data(), y.data(), block, chunks, H, W,
+                                     P, Q);
+    else if (block == 16)
+      blocked_max_backward<16, Relu>(dx.data(), dy.data(), x.data(), y.data(), chunks, H, W, P, Q,
+                                     p);
+    else
+      blocked_max_backward<8, Relu>(dx.data(), dy.data(), x.data(), y.data(), chunks, H, W, P, Q,
+                                    p);
+    return true;
+  }
+  const int64_t planes = x.dim(0) * x.dim(1);
+  if (fast) {
+    max_pool_backward_2x2<Relu>(dx.data(), dy.data(), x.data(), y.data(), planes, H, W, P, Q);
+    return true;
+  }
+  // One plane per iteration: overlapping windows (stride < kernel) stay within one thread. Each
+  // window's gradient goes to its first maximum, found again from x.
+  const float* xp = x.data();
+  const float* yp = y.data();
+  const float* dyp = dy.data();
+  float* dxp = dx.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const float* xs = xp + plane * H * W;
+    float* dxs = dxp + plane * H * W;
+    std::fill(dxs, dxs + H * W, 0.f);
+    for (int64_t op = 0; op < P; ++op) {
+      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
+        if (hs >= he || ws >= we) continue;
+        const int64_t o = (plane * P + op) * Q + oq;
+        dxs[first_max(xs, W, hs, he, ws, we)] += relu_grad_if<Relu>(dyp[o], yp, o);
+      }
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // y (N,C,P,Q) = max (NaN if the window holds one) or mean (padding excluded) of each window of
@@ -318,33 +405,13 @@ int blocked_f32(std::initializer_list<const Tensor*> ts) {
 void CpuBackend::pool2d_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
   check_pool_shapes(x.shape(), y.shape(), p);
   if (y.numel() == 0) return;
-  if (const int block = blocked_f32({&y, &x}); block && p.mode == PoolMode::kMax) {
-    if (tracing())
-      placed("pool2d_forward " + pool_key(x.shape(), p) + " " + layout_name(x.layout()) +
-             " -> tandem's OpenMP loop (NaN-propagating)");
-    const int64_t chunks = x.dim(0) * x.dim(1) / block;
-    if (is_2x2_stride_2(p, x.shape(), y.shape()))
-      return blocked_max_forward_2x2(y.data(), x.data(), block, chunks, x.dim(2), x.dim(3),
-                                     y.dim(2), y.dim(3));
-    return block == 16 ? blocked_max_forward<16>(y.data(), x.data(), chunks, x.dim(2), x.dim(3),
-                                                 y.dim(2), y.dim(3), p)
-                       : blocked_max_forward<8>(y.data(), x.data(), chunks, x.dim(2), x.dim(3),
-                                                y.dim(2), y.dim(3), p);
-  }
+  if (max_forward_f32<false>(*this, y, x, p)) return;
   if (ChannelRuns v; is_global_average(p, x.shape(), y.shape()) && channel_runs(x, &v) &&
                      x.dtype() != DType::kF16 && y.dtype() == x.dtype()) {
     if (x.dtype() == DType::kBF16) return global_average_forward(bits(y), bits(x), v);
     return global_average_forward(y.data(), x.data(), v);
   }
   if (!all_f32_plain({&y, &x})) return mixed::pool2d_forward(*this, y, x, p);
-  if (p.mode == PoolMode::kMax) {
-    if (tracing())
-      placed("pool2d_forward " + pool_key(x.shape(), p) +
-             " -> tandem's OpenMP loop (NaN-propagating)");
-    max_pool_forward(y.data(), x.data(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2),
-                     y.dim(3), p, is_2x2_stride_2(p, x.shape(), y.shape()));
-    return;
-  }
   const std::string key = pool_key(x.shape(), p);
   auto& e = cached<PoolForwardEntry>("pool_fwd " + key, [&] {
     return dnnl_guard("pool2d_forward " + key, [&] {
@@ -383,37 +450,21 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
   check_pool_shapes(x.shape(), y.shape(), p);
   expect_shape(dx, x.shape(), "pool2d dx");
   expect_shape(dy, y.shape(), "pool2d dy");
-  if (const int block = blocked_f32({&dx, &dy, &x, &y}); block && p.mode == PoolMode::kMax) {
-    const int64_t chunks = x.dim(0) * x.dim(1) / block;
-    if (is_2x2_stride_2(p, x.shape(), y.shape()))
-      return blocked_max_backward_2x2(dx.data(), dy.data(), x.data(), y.data(), block, chunks,
-                                      x.dim(2), x.dim(3), y.dim(2), y.dim(3));
-    return block == 16 ? blocked_max_backward<16>(dx.data(), dy.data(), x.data(), y.data(), chunks,
-                                                  x.dim(2), x.dim(3), y.dim(2), y.dim(3), p)
-                       : blocked_max_backward<8>(dx.data(), dy.data(), x.data(), y.data(), chunks,
-                                                 x.dim(2), x.dim(3), y.dim(2), y.dim(3), p);
-  }
+  if (max_backward_f32<false>(dx, dy, x, y, p)) return;
   if (ChannelRuns v; is_global_average(p, x.shape(), y.shape()) && channel_runs(dx, &v) &&
                      dx.dtype() != DType::kF16 && dy.dtype() == dx.dtype()) {
     if (dx.dtype() == DType::kBF16) return global_average_backward(bits(dx), bits(dy), v);
     return global_average_backward(dx.data(), dy.data(), v);
   }
   if (!all_f32_plain({&dx, &dy, &x, &y})) return mixed::pool2d_backward(*this, dx, dy, x, y, p);
+  // Average pooling: each window's gradient spread evenly, one plane per iteration
+  // (overlapping windows stay within one thread).
   const int64_t planes = x.dim(0) * x.dim(1);
   const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
-  const float* xp = x.data();
-  const float* yp = y.data();
   const float* dyp = dy.data();
   float* dxp = dx.data();
-  const bool is_max = p.mode == PoolMode::kMax;
-  if (is_max && is_2x2_stride_2(p, x.shape(), y.shape())) {
-    max_pool_backward_2x2(dxp, dyp, xp, yp, planes, H, W, P, Q);
-    return;
-  }
-  // One plane per iteration: overlapping windows (stride < kernel) stay within one thread.
 #pragma omp parallel for schedule(static)
   for (int64_t plane = 0; plane < planes; ++plane) {
-    const float* xs = xp + plane * H * W;
     const float* dys = dyp + plane * P * Q;
     float* dxs = dxp + plane * H * W;
     std::fill(dxs, dxs + H * W, 0.f);
@@ -421,19 +472,29 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
       const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
       for (int64_t oq = 0; oq < Q; ++oq) {
         const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
-        const float g = dys[op * Q + oq];
         if (hs >= he || ws >= we) continue;
-        if (is_max) {
-          dxs[first_max(xs, W, hs, he, ws, we)] += g;
-        } else {
-          const float share = g / static_cast<float>((he - hs) * (we - ws));
-          for (int64_t h = hs; h < he; ++h) {
-            for (int64_t w = ws; w < we; ++w) dxs[h * W + w] += share;
-          }
+        const float share = dys[op * Q + oq] / static_cast<float>((he - hs) * (we - ws));
+        for (int64_t h = hs; h < he; ++h) {
+          for (int64_t w = ws; w < we; ++w) dxs[h * W + w] += share;
         }
       }
     }
   }
+}
+
+// The relu fused before a max pooling: the max loops with relu's value and gradient.
+void CpuBackend::relu_max_pool_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  check_pool_shapes(x.shape(), y.shape(), p);
+  if (y.numel() == 0) return;
+  if (!max_forward_f32<true>(*this, y, x, p)) Backend::relu_max_pool_forward(y, x, p);
+}
+
+void CpuBackend::relu_max_pool_backward(Tensor& dx, const Tensor& dy, const Tensor& x,
+                                        const Tensor& y, const Pool2dParams& p) {
+  check_pool_shapes(x.shape(), y.shape(), p);
+  expect_shape(dx, x.shape(), "pool2d dx");
+  expect_shape(dy, y.shape(), "pool2d dy");
+  if (!max_backward_f32<true>(dx, dy, x, y, p)) Backend::relu_max_pool_backward(dx, dy, x, y, p);
 }
 
 }  // namespace tandem

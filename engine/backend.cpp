@@ -91,6 +91,20 @@ void Backend::add_relu(Tensor& y, const Tensor& a, const Tensor& b) {
   activation_forward(y, y, Activation::kRelu, 0.f);
 }
 
+void Backend::relu_max_pool_forward(Tensor& y, const Tensor& x, const Pool2dParams& p) {
+  pool2d_forward(y, x, p);
+  activation_forward(y, y, Activation::kRelu, 0.f);
+}
+
+// Where the window's maximum is not above 0, relu's gradient is 0 and nothing is routed; else y
+// is that maximum, as pool2d_backward expects.
+void Backend::relu_max_pool_backward(Tensor& dx, const Tensor& dy, const Tensor& x, const Tensor& y,
+                                     const Pool2dParams& p) {
+  Tensor d(*this, dy.shape(), dy.dtype(), dy.layout());
+  activation_backward(d, dy, y, y, Activation::kRelu, 0.f);
+  pool2d_backward(dx, d, x, y, p);
+}
+
 void Backend::add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
                                 const Tensor& y) {
   const Tensor* first = nullptr;

@@ -348,12 +348,14 @@ class Backend {
                                   const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                   const Tensor& save_inv_std) = 0;
 
-  // --- fusions: an op and the relu that takes its output, in one pass (Graph::allocate) ---
-  // Whether this backend computes batch normalization or add and the relu after it in one pass
-  // for activations of dtype d, each value read and written once instead of twice. The graph
-  // fuses only then: the relu layer is not run, and its output is the op's. The fused ops below
-  // give the same values, bit for bit, as the op then the relu; by default they are the two ops.
-  enum class ReluFusion { kBatchnorm, kAdd };
+  // --- fusions: an op and a relu next to it, in one pass (Graph::allocate) ---
+  // Whether this backend computes batch normalization or add and the relu after it, or a relu
+  // and the max pooling after it, in one pass for activations of dtype d, each value read and
+  // written once instead of twice. The graph fuses only then: the relu layer is not run, and its
+  // output is its input's buffer (written relu'd by batchnorm or add; left as it is for max
+  // pooling, which reads the relu's input). The fused ops below give the same values, bit for
+  // bit, as the two ops; by default they are the two ops.
+  enum class ReluFusion { kBatchnorm, kAdd, kMaxPool };
   virtual bool fuses_relu(ReluFusion op, DType d) const {
     (void)op, (void)d;
     return false;
@@ -377,6 +379,12 @@ class Backend {
   // gets the sum's gradient).
   virtual void add_relu_backward(const std::vector<Tensor*>& dxs, const Tensor& dy,
                                  const Tensor& y);
+  // y = max pooling (p.mode kMax) of relu(x), computed as relu of the max (the same values: relu
+  // keeps the order and a NaN); and its backward, dx the gradient of x: dy where y > 0 (relu's
+  // gradient, from y), routed as pool2d_backward routes it.
+  virtual void relu_max_pool_forward(Tensor& y, const Tensor& x, const Pool2dParams& p);
+  virtual void relu_max_pool_backward(Tensor& dx, const Tensor& dy, const Tensor& x,
+                                      const Tensor& y, const Pool2dParams& p);
 
   // --- group normalization: per sample, over each group of C / G channels and their positions ---
   // x (N,C,...): y = gamma[c] * (x - mean) * inv_std + beta[c], mean and inv_std = 1 /

@@ -317,20 +317,40 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
 void Graph::choose_fusions(const Backend& backend, const std::function<DType(size_t)>& dtype_of) {
   const size_t count = layers_.size();
   fused_into_.assign(count, -1);
-  for (auto& layer : layers_) layer->fuse_relu(false);
+  for (auto& layer : layers_) {
+    layer->fuse_relu(false);
+    layer->take_relu_before(false);
+  }
   if (const char* v = std::getenv("TANDEM_FUSION"); v && std::string(v) == "off") return;
+  // The layer that alone takes each activation, or -1.
+  std::vector<int> only_taker(count + 1, -1);
+  for (size_t i = 0; i < count; ++i)
+    for (int a : inputs_[i])
+      if (consumers_[static_cast<size_t>(a)] == 1)
+        only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
   for (size_t j = 0; j < count; ++j) {
     if (layers_[j]->type() != "relu" || inputs_[j].size() != 1) continue;
+    // The relu alone takes its input, an inner activation of its own dtype (not the input, whose
+    // buffer swap_input() replaces; not a last relu giving fp32 logits): the relu's output and
+    // gradient can then be its input's buffers.
     const int a = inputs_[j][0];
-    if (a == 0 || consumers_[static_cast<size_t>(a)] != 1) continue;
-    const size_t p = static_cast<size_t>(a) - 1;  // the layer whose output the relu alone takes
-    // Same dtype in and out (not a last relu giving fp32 logits); a fused producer's own
-    // buffers are both layers'.
-    if (dtype_of(static_cast<size_t>(a)) != dtype_of(j + 1) || layers_[p]->fused_relu() ||
-        !layers_[p]->can_fuse_relu(backend, dtype_of(static_cast<size_t>(a))))
+    if (a == 0 || consumers_[static_cast<size_t>(a)] != 1 ||
+        dtype_of(static_cast<size_t>(a)) != dtype_of(j + 1))
       continue;
-    layers_[p]->fuse_relu(true);
-    fused_into_[j] = static_cast<int>(p);
+    const DType d = dtype_of(j + 1);
+    const size_t p = static_cast<size_t>(a) - 1;  // its input's layer: it may compute the relu
+    if (!layers_[p]->fused_relu() && layers_[p]->can_fuse_relu(backend, d)) {
+      layers_[p]->fuse_relu(true);
+      fused_into_[j] = static_cast<int>(p);
+      continue;
+    }
+    const int k = only_taker[j + 1];  // or the one layer that takes the relu's output
+    if (k >= 0 && inputs_[static_cast<size_t>(k)].size() == 1 &&
+        !layers_[static_cast<size_t>(k)]->relu_before() &&
+        layers_[static_cast<size_t>(k)]->can_take_relu_before(backend, d)) {
+      layers_[static_cast<size_t>(k)]->take_relu_before(true);
+      fused_into_[j] = k;
+    }
   }
 }
 

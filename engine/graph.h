@@ -82,8 +82,11 @@ class Graph {
   Tensor output_gradient(size_t layer, int64_t n) const { return grads_[layer + 1].prefix(n); }
   Tensor input_gradient(size_t layer, int64_t n) const;
 
-  // The layer that computes layer i, a relu fused into it (Backend::fuses_relu), or -1. A fused
-  // relu does not run: its output and that output's gradient are its producer's buffers.
+  // The layer that computes layer i, a relu fused into it (Backend::fuses_relu), or -1: the
+  // layer before it (batchnorm, add: Layer::fuse_relu) or the one after (max pooling:
+  // Layer::take_relu_before). A fused relu does not run: its output and that output's gradient
+  // are its input's buffers (holding the relu's output where the layer before computes it, its
+  // input where the layer after does).
   int fused_into(size_t i) const { return fused_into_.empty() ? -1 : fused_into_[i]; }
 
   std::vector<Param*> params();
@@ -120,7 +123,8 @@ class Graph {
   // parameters, and a model with nothing left to train.
   void set_trainable(const Config& config);
   // Fuses each relu that alone takes the output of a layer that can compute it in the same pass
-  // (Layer::can_fuse_relu), unless TANDEM_FUSION=off; dtype_of(k): activation k's dtype.
+  // (Layer::can_fuse_relu), or else whose output one layer alone takes that can compute it
+  // (Layer::can_take_relu_before), unless TANDEM_FUSION=off; dtype_of(k): activation k's dtype.
   void choose_fusions(const Backend& backend, const std::function<DType(size_t)>& dtype_of);
   // Activation k (0 the input, i+1 layer i's output) and its gradient buffer.
   Tensor& act(int k) { return acts_[static_cast<size_t>(k)]; }

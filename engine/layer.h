@@ -97,6 +97,13 @@ class Layer {
   virtual bool can_fuse_relu(const Backend&, DType) const { return false; }
   void fuse_relu(bool on) { fused_relu_ = on; }
   bool fused_relu() const { return fused_relu_; }
+  // Whether this layer can compute the relu whose output it alone takes, from that relu's input
+  // (Backend::fuses_relu; max pooling: the maximum of relus is the relu of the maximum). Where
+  // the graph fuses them (take_relu_before), the relu layer does not run: this one's x is the
+  // relu's input, and its backward writes the gradient of that input.
+  virtual bool can_take_relu_before(const Backend&, DType) const { return false; }
+  void take_relu_before(bool on) { relu_before_ = on; }
+  bool relu_before() const { return relu_before_; }
 
   // Forward multiply-adds count as 2 FLOPs; per sample.
   virtual int64_t flops() const { return 0; }
@@ -131,6 +138,7 @@ class Layer {
   int index_ = 0;
   bool trainable_ = true;
   bool fused_relu_ = false;
+  bool relu_before_ = false;
   std::vector<Param> params_;
 };
 

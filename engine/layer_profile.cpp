@@ -22,16 +22,20 @@ std::vector<LayerProfile> layer_rows(const Graph& graph, int64_t n) {
                     {},
                     {}});
   }
-  // A fused relu is its producer's row: both names (the relu's without the block scope they
-  // share: "layer1.0.bn1+relu_1"), both FLOPs, the same traffic.
+  // A fused relu is the row of the layer that computes it: both names in the model's order, the
+  // second without the block scope they share ("layer1.0.bn1+relu_1", "relu_2+maxpool_1"), both
+  // FLOPs, that layer's traffic.
   for (size_t i = 0; i < rows.size(); ++i)
     if (const int p = graph.fused_into(i); p >= 0) {
       LayerProfile& into = rows[static_cast<size_t>(p)];
-      const std::string& relu = rows[i].name;
-      const size_t scope = into.name.rfind('.') + 1;  // 0 without a scope
-      const bool shared = scope > 0 && relu.compare(0, scope, into.name, 0, scope) == 0;
-      into.name += "+" + relu.substr(shared ? scope : 0);
-      into.type += "+" + rows[i].type;
+      const bool after = static_cast<size_t>(p) < i;  // the relu comes after its layer
+      const std::string& first = after ? into.name : rows[i].name;
+      const std::string& second = after ? rows[i].name : into.name;
+      const size_t scope = first.rfind('.') + 1;  // 0 without a scope
+      const bool shared = scope > 0 && second.compare(0, scope, first, 0, scope) == 0;
+      const std::string name = first + "+" + second.substr(shared ? scope : 0);
+      into.type = after ? into.type + "+" + rows[i].type : rows[i].type + "+" + into.type;
+      into.name = name;
       into.flops += rows[i].flops;
     }
   return rows;

@@ -56,14 +56,27 @@ Tensor Pool2d::as_4d(const Tensor& t) const {
   return keep_dims_ ? t : t.reshape(Shape{t.dim(0), in_[0], 1, 1});
 }
 
+// Max pooling takes a relu before it; global_avgpool's type is a max pooling's only by name.
+bool Pool2d::can_take_relu_before(const Backend& backend, DType d) const {
+  return type_ == "maxpool" && p_.mode == PoolMode::kMax &&
+         backend.fuses_relu(Backend::ReluFusion::kMaxPool, d);
+}
+
 void Pool2d::forward(Context& ctx, const Tensor& x, Tensor& y) {
   Tensor y4 = as_4d(y);
-  ctx.backend.pool2d_forward(y4, x, p_);
+  if (relu_before())
+    ctx.backend.relu_max_pool_forward(y4, x, p_);
+  else
+    ctx.backend.pool2d_forward(y4, x, p_);
 }
 
 void Pool2d::backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                       Tensor* dx) {
-  if (dx) ctx.backend.pool2d_backward(*dx, as_4d(dy), x, as_4d(y), p_);
+  if (!dx) return;
+  if (relu_before())
+    ctx.backend.relu_max_pool_backward(*dx, as_4d(dy), x, as_4d(y), p_);
+  else
+    ctx.backend.pool2d_backward(*dx, as_4d(dy), x, as_4d(y), p_);
 }
 
 int64_t Pool2d::flops() const { return out_.numel() * p_.kernel_h * p_.kernel_w; }

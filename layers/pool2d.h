@@ -20,6 +20,7 @@ class Pool2d : public Layer {
   void backward(Context& ctx, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
   int64_t flops() const override;
+  bool can_take_relu_before(const Backend& backend, DType d) const override;
   // The window (global_avgpool's: the whole input, once set up), stride, padding and mode.
   const Pool2dParams& pool_params() const { return p_; }
   bool keep_dims() const { return keep_dims_; }

@@ -281,6 +281,31 @@ TEST_P(BlockedLayout, FusedReluGivesTheTwoOpsValues) {
     be().Backend::add_relu_backward({&da2, &db3}, dy, s_ok);
     expect_same_bits(plain_values(da), plain_values(da2), "add+relu gradient, first input");
     expect_same_bits(plain_values(dbb), plain_values(db3), "add+relu gradient, second input");
+
+    // A relu before max pooling: 2x2 windows and overlapping 3x3 ones; NaN forward only.
+    Pool2dParams two, three;
+    three.kernel_h = three.kernel_w = 3;
+    three.stride_h = three.stride_w = 1;
+    three.pad_h = three.pad_w = 1;
+    for (const Pool2dParams& p : {two, three}) {
+      const Shape ps = pool_out_shape(s, p);
+      auto pout = [&] {
+        Tensor t = in_blocks ? blocked_output(ps) : output(ps);
+        be().fill(t, NAN);
+        return t;
+      };
+      Tensor py = pout(), py2 = pout(), pyn = pout(), pyn2 = pout();
+      be().relu_max_pool_forward(pyn, xn, p);
+      be().Backend::relu_max_pool_forward(pyn2, xn, p);
+      expect_same_bits(plain_values(pyn), plain_values(pyn2), "relu+maxpool with a NaN");
+      be().relu_max_pool_forward(py, x, p);
+      be().Backend::relu_max_pool_forward(py2, x, p);
+      expect_same_bits(plain_values(py), plain_values(py2), "relu+maxpool");
+      Tensor pdy = order(upload(ps, random(ps.numel(), 26))), pdx = out(), pdx2 = out();
+      be().relu_max_pool_backward(pdx, pdy, x, py, p);
+      be().Backend::relu_max_pool_backward(pdx2, pdy, x, py, p);
+      expect_same_bits(plain_values(pdx), plain_values(pdx2), "relu+maxpool gradient");
+    }
   }
 }
 

@@ -23,8 +23,10 @@ namespace {
 using Floats = std::vector<float>;
 
 // Every place a relu may or may not fuse: after batch normalization of images and of a flat
-// input, after a residual add, after a batchnorm whose output two layers take (not fused), after
-// a convolution (no fusion of its own), and a frozen batchnorm (not fused).
+// input, after a residual add, after a batchnorm whose output two layers take (not fused), before
+// a max pooling of 2x2 windows and of overlapping 3x3 ones (after a convolution, which computes
+// no relu of its own, and after a frozen batchnorm, which is not fused), and a relu whose input
+// two layers take (not fused).
 const char* kNet = R"(
 input: {shape: [3, 10, 10]}
 layers:
@@ -38,9 +40,12 @@ layers:
   - {relu: {}, name: sum_relu}
   - {conv2d: {filters: 16, kernel: 1}, name: conv_b}
   - {relu: {}, name: conv_relu}
+  - {maxpool: {kernel: 2, stride: 2}, name: pool}
   - {batchnorm: {}, name: frozen_bn, trainable: false}
   - {relu: {}, name: frozen_relu}
-  - {maxpool: {kernel: 2, stride: 2}}
+  - {maxpool: {kernel: 3, stride: 1, padding: 1}, name: pool3}
+  - {relu: {}, name: shared_relu}
+  - {add: {}, inputs: [shared_relu, pool3]}
   - flatten
   - {dense: {units: 12}, name: fc1}
   - {batchnorm: {}, name: flat_bn}
@@ -122,25 +127,36 @@ TEST(ReluFusion, FusesARelusProducerWhereItAloneTakesTheOutput) {
   EXPECT_EQ(fused_into("sum_relu"), index_of(graph, "sum"));
   EXPECT_EQ(fused_into("flat_relu"), index_of(graph, "flat_bn"));
   EXPECT_EQ(fused_into("after_shared"), -1) << "the add takes the batchnorm's output too";
-  EXPECT_EQ(fused_into("conv_relu"), -1) << "a convolution computes no relu of its own";
-  EXPECT_EQ(fused_into("frozen_relu"), -1) << "a frozen batchnorm's backward is another op";
+  // A convolution computes no relu of its own, a frozen batchnorm's backward is another op: the
+  // max pooling after each takes it.
+  EXPECT_EQ(fused_into("conv_relu"), index_of(graph, "pool"));
+  EXPECT_EQ(fused_into("frozen_relu"), index_of(graph, "pool3"));
+  EXPECT_EQ(fused_into("shared_relu"), -1) << "the add takes the relu's input too";
   EXPECT_EQ(graph.fused_into(index_of(graph, "bn")), -1);
-  // The fused relu's output is its producer's buffer.
+  // A fused relu's output is its input's buffer: holding the relu's values when the layer before
+  // computes it, the convolution's when the pooling after does.
   EXPECT_EQ(graph.output(index_of(graph, "bn_relu"), 6).raw(),
             graph.output(index_of(graph, "bn"), 6).raw());
+  EXPECT_EQ(graph.output(index_of(graph, "conv_relu"), 6).raw(),
+            graph.output(index_of(graph, "conv_b"), 6).raw());
 
-  // The per-layer profile shows a fused pair as one row with both names.
+  // The per-layer profile shows a fused pair as one row with both names, in the model's order.
   std::vector<LayerProfile> rows = without_fused(graph, layer_rows(graph, 6));
-  EXPECT_EQ(rows.size(), graph.layers().size() - 3);
-  bool seen = false;
+  EXPECT_EQ(rows.size(), graph.layers().size() - 5);
+  int seen = 0;
   for (const LayerProfile& r : rows) {
     EXPECT_NE(r.name, "bn_relu");
+    EXPECT_NE(r.name, "conv_relu");
     if (r.name == "bn+bn_relu") {
-      seen = true;
+      ++seen;
       EXPECT_EQ(r.type, "batchnorm+relu");
     }
+    if (r.name == "conv_relu+pool") {
+      ++seen;
+      EXPECT_EQ(r.type, "relu+maxpool");
+    }
   }
-  EXPECT_TRUE(seen);
+  EXPECT_EQ(seen, 2);
 
   // Inside a block, the relu's name drops the scope both share.
   Config scoped = parse_config(R"(
