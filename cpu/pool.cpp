@@ -318,6 +318,31 @@ int blocked_f32(std::initializer_list<const Tensor*> ts) {
   return channel_block(l);
 }
 
+// A window's non-padding rows [hs, he) and columns [ws, we).
+struct Window {
+  int64_t hs, he, ws, we;
+};
+
+// The plain backward of windows that may overlap: each plane's dx (H*W) zeroed, then f(dx of the
+// plane, plane, o, window) for each of its P*Q windows that holds a value, o the window's index in
+// dy. One plane per iteration, so that overlapping windows (stride < kernel) stay in one thread.
+template <typename F>
+void scatter_windows(float* dx, int64_t planes, int64_t H, int64_t W, int64_t P, int64_t Q,
+                     const Pool2dParams& p, F f) {
+#pragma omp parallel for schedule(static)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    float* dxs = dx + plane * H * W;
+    std::fill(dxs, dxs + H * W, 0.f);
+    for (int64_t op = 0; op < P; ++op) {
+      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
+      for (int64_t oq = 0; oq < Q; ++oq) {
+        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
+        if (hs < he && ws < we) f(dxs, plane, (plane * P + op) * Q + oq, Window{hs, he, ws, we});
+      }
+    }
+  }
+}
+
 // Max pooling of fp32 tensors, blocked or plain, with the relu before it fused (Relu) or not;
 // false where the mode or a tensor's dtype or order is another's.
 template <bool Relu>
@@ -374,27 +399,15 @@ bool max_backward_f32(Tensor& dx, const Tensor& dy, const Tensor& x, const Tenso
     max_pool_backward_2x2<Relu>(dx.data(), dy.data(), x.data(), y.data(), planes, H, W, P, Q);
     return true;
   }
-  // One plane per iteration: overlapping windows (stride < kernel) stay within one thread. Each
-  // window's gradient goes to its first maximum, found again from x.
+  // Each window's gradient goes to its first maximum, found again from x.
   const float* xp = x.data();
   const float* yp = y.data();
   const float* dyp = dy.data();
-  float* dxp = dx.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    const float* xs = xp + plane * H * W;
-    float* dxs = dxp + plane * H * W;
-    std::fill(dxs, dxs + H * W, 0.f);
-    for (int64_t op = 0; op < P; ++op) {
-      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
-      for (int64_t oq = 0; oq < Q; ++oq) {
-        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
-        if (hs >= he || ws >= we) continue;
-        const int64_t o = (plane * P + op) * Q + oq;
-        dxs[first_max(xs, W, hs, he, ws, we)] += relu_grad_if<Relu>(dyp[o], yp, o);
-      }
-    }
-  }
+  scatter_windows(dx.data(), planes, H, W, P, Q, p,
+                  [&](float* dxs, int64_t plane, int64_t o, const Window& w) {
+                    dxs[first_max(xp + plane * H * W, W, w.hs, w.he, w.ws, w.we)] +=
+                        relu_grad_if<Relu>(dyp[o], yp, o);
+                  });
   return true;
 }
 
@@ -457,29 +470,15 @@ void CpuBackend::pool2d_backward(Tensor& dx, const Tensor& dy, const Tensor& x, 
     return global_average_backward(dx.data(), dy.data(), v);
   }
   if (!all_f32_plain({&dx, &dy, &x, &y})) return mixed::pool2d_backward(*this, dx, dy, x, y, p);
-  // Average pooling: each window's gradient spread evenly, one plane per iteration
-  // (overlapping windows stay within one thread).
-  const int64_t planes = x.dim(0) * x.dim(1);
-  const int64_t H = x.dim(2), W = x.dim(3), P = y.dim(2), Q = y.dim(3);
+  // Average pooling: each window's gradient spread evenly over its non-padded values.
+  const int64_t W = x.dim(3);
   const float* dyp = dy.data();
-  float* dxp = dx.data();
-#pragma omp parallel for schedule(static)
-  for (int64_t plane = 0; plane < planes; ++plane) {
-    const float* dys = dyp + plane * P * Q;
-    float* dxs = dxp + plane * H * W;
-    std::fill(dxs, dxs + H * W, 0.f);
-    for (int64_t op = 0; op < P; ++op) {
-      const auto [hs, he] = span(op, p.kernel_h, p.stride_h, p.pad_h, H);
-      for (int64_t oq = 0; oq < Q; ++oq) {
-        const auto [ws, we] = span(oq, p.kernel_w, p.stride_w, p.pad_w, W);
-        if (hs >= he || ws >= we) continue;
-        const float share = dys[op * Q + oq] / static_cast<float>((he - hs) * (we - ws));
-        for (int64_t h = hs; h < he; ++h) {
-          for (int64_t w = ws; w < we; ++w) dxs[h * W + w] += share;
-        }
-      }
-    }
-  }
+  scatter_windows(dx.data(), x.dim(0) * x.dim(1), x.dim(2), W, y.dim(2), y.dim(3), p,
+                  [&](float* dxs, int64_t, int64_t o, const Window& w) {
+                    const float share = dyp[o] / static_cast<float>((w.he - w.hs) * (w.we - w.ws));
+                    for (int64_t h = w.hs; h < w.he; ++h)
+                      for (int64_t c = w.ws; c < w.we; ++c) dxs[h * W + c] += share;
+                  });
 }
 
 // The relu fused before a max pooling: the max loops with relu's value and gradient.
