@@ -350,10 +350,12 @@ bool max_forward_f32(const CpuBackend& be, Tensor& y, const Tensor& x, const Poo
   if (p.mode != PoolMode::kMax) return false;
   const int block = blocked_f32({&y, &x});
   if (!block && !all_f32_plain({&y, &x})) return false;
-  if (be.tracing_placement())
-    be.place(std::string(Relu ? "relu_max_pool_forward " : "pool2d_forward ") +
-             pool_key(x.shape(), p) + (block ? " " + std::string(layout_name(x.layout())) : "") +
-             " -> tandem's OpenMP loop (NaN-propagating)");
+  if (be.tracing_placement()) {
+    std::string line = Relu ? "relu_max_pool_forward " : "pool2d_forward ";
+    line.append(pool_key(x.shape(), p));
+    if (block) line.append(" ").append(layout_name(x.layout()));
+    be.place(line.append(" -> tandem's OpenMP loop (NaN-propagating)"));
+  }
   const bool fast = is_2x2_stride_2(p, x.shape(), y.shape());
   if (!block) {
     max_pool_forward<Relu>(y.data(), x.data(), x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2),
