@@ -23,6 +23,18 @@ std::string eval_config() {
        .train = "epochs: 2, batch_size: 16, optimizer: {type: adam, lr: 0.01}, seed: 4"});
 }
 
+// Trains eval_config() for one epoch, its checkpoint epoch-1.safetensors in `dir`.
+void train_one_epoch(const std::string& dir) {
+  const auto r =
+      run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir);
+  ASSERT_EQ(r.status, 0) << r.out;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 TEST(Eval, ReproducesTheLastEpochsTestFiguresWithPerClassTables) {
   const std::string dir = ::testing::TempDir() + "eval_ckpt";
   std::filesystem::remove_all(dir);
@@ -186,10 +198,7 @@ TEST(Predict, GivesTheTopClassesOfEachImage) {
 TEST(Predict, AFolderPredictsEachImageInIt) {
   namespace fs = std::filesystem;
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string images = test::fresh_dir("digits");
   fs::create_directories(images + "/more");
   const std::string digit = test::source_path("datasets/mnist-png-sample/test/3/00015.png");
@@ -219,10 +228,7 @@ TEST(Predict, AFolderPredictsEachImageInIt) {
 TEST(Predict, AFolderWithOneBadImagePrintsTheOthersThenNamesItAndExitsFour) {
   namespace fs = std::filesystem;
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string images = test::fresh_dir("mixed");
   fs::create_directories(images);
   const std::string digit = test::source_path("datasets/mnist-png-sample/test/3/00015.png");
@@ -246,16 +252,9 @@ TEST(Predict, AFolderWithOneBadImagePrintsTheOthersThenNamesItAndExitsFour) {
 TEST(Predict, ACheckpointWhoseStoredConfigIsDamagedIsNamed) {
   namespace fs = std::filesystem;
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string file = dir + "/epoch-1.safetensors";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string bytes = file_bytes(file);
   const size_t at = bytes.find("\\nlayers:");  // in the header's config text, escaped
   ASSERT_NE(at, std::string::npos);
   bytes[at + 7] = 'z';  // "layerz": the same length, so the header stays well-formed
@@ -273,16 +272,9 @@ TEST(Predict, ACheckpointWhoseStoredConfigIsDamagedIsNamed) {
 // 16) is refused before memory is allocated for the model.
 TEST(Predict, ACheckpointWhoseStoredModelOutgrowsTheFileIsRefusedBeforeAllocating) {
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string file = dir + "/epoch-1.safetensors";
-  std::string bytes;
-  {
-    std::ifstream in(file, std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string bytes = file_bytes(file);
   // The header: its length (8 bytes, little-endian), then its JSON; tensor offsets count from
   // its end, so a longer header keeps them.
   uint64_t n = 0;
@@ -306,10 +298,7 @@ TEST(Predict, ACheckpointWhoseStoredModelOutgrowsTheFileIsRefusedBeforeAllocatin
 
 TEST(Predict, AFolderWithoutImagesIsADataError) {
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string empty = test::fresh_dir("empty");
   std::filesystem::create_directories(empty + "/3");
   std::ofstream(empty + "/notes.txt") << "not an image";
@@ -326,10 +315,7 @@ TEST(Predict, AFolderWithoutImagesIsADataError) {
 
 TEST(Predict, AMissingInputIsADataError) {
   const std::string dir = test::fresh_dir("ckpt");
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   auto r = test::run_trainer("predict --checkpoint " + dir + " no-such-digit.png");
   EXPECT_EQ(r.status, 4) << r.out;
   EXPECT_NE(r.out.find("error: 'no-such-digit.png' does not exist"), std::string::npos) << r.out;
@@ -338,10 +324,7 @@ TEST(Predict, AMissingInputIsADataError) {
 TEST(Predict, ANonImageIsADataError) {
   const std::string dir = ::testing::TempDir() + "predict_bad_ckpt";
   std::filesystem::remove_all(dir);
-  ASSERT_EQ(
-      test::run_trainer("--config " + eval_config() + " --epochs 1 --quiet --checkpoint-dir " + dir)
-          .status,
-      0);
+  ASSERT_NO_FATAL_FAILURE(train_one_epoch(dir));
   const std::string text = test::write_temp_file("not_an_image.png", "plain text");
   auto r = test::run_trainer("predict --checkpoint " + dir + " " + text);
   EXPECT_EQ(r.status, 4) << r.out;
