@@ -4,11 +4,9 @@
 // Written by hand rather than with oneDNN's batch_normalization primitive: it keeps no running
 // statistics (those would be one more pass here anyway), and each op is a few memory-bound passes
 // over x: each plane summed in fp32 vector lanes, the planes added in double.
-#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <optional>
-#include <vector>
 
 #include "cpu/cpu_backend_impl.h"
 
@@ -212,11 +210,6 @@ void blocked_backward(float* dx, float* dgamma, float* dbeta, const float* dy, c
   }
 }
 
-// The block of tensors that are all fp32 in one blocked order (8, 16), 0 otherwise.
-int blocked_f32(std::initializer_list<const Tensor*> ts) {
-  return all_f32_same_order(ts) ? channel_block((*ts.begin())->layout()) : 0;
-}
-
 // The fp32 ops, blocked or plain, with or without the relu after them; false where a tensor is in
 // another dtype or order (the caller's fallbacks).
 template <bool Relu>
@@ -297,17 +290,13 @@ template <bool Relu>
 bool f32_backward(Tensor* dx, Tensor& dgamma, Tensor& dbeta, const Tensor& dy, const Tensor* yr,
                   const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                   const Tensor& save_inv_std) {
-  std::vector<const Tensor*> all{&dy, &x};
-  if (dx) all.push_back(dx);
-  if (Relu) all.push_back(yr);
-  const bool plain =
-      std::all_of(all.begin(), all.end(), [](const Tensor* t) { return t->is_f32_plain(); });
-  const bool same =
-      all_f32_same_order({&dy, &x}) && std::all_of(all.begin(), all.end(), [&](const Tensor* t) {
-        return t->dtype() == DType::kF32 && t->layout() == x.layout();
-      });
-  const int block = same ? channel_block(x.layout()) : 0;
-  if (!block && !plain) return false;
+  // dx and yr, where given, in x's dtype and order too.
+  auto like_x = [&](const Tensor* t) {
+    return !t || (t->dtype() == x.dtype() && t->layout() == x.layout());
+  };
+  const int block = blocked_f32({&dy, &x});
+  if ((!block && !all_f32_plain({&dy, &x})) || !like_x(dx) || !like_x(Relu ? yr : nullptr))
+    return false;
   const BatchGeometry g =
       batch_geometry(x, gamma, "batchnorm_backward", {&dgamma, &dbeta, &save_mean, &save_inv_std});
   expect_shape(dy, x.shape(), "batchnorm output gradient");

@@ -243,6 +243,14 @@ inline bool all_f32_same_order(std::initializer_list<const Tensor*> ts) {
       return false;
   return true;
 }
+// The block (8, 16) of tensors, of any shapes, that are all fp32 in one blocked order; else 0.
+// The caller checks their shapes.
+inline int blocked_f32(std::initializer_list<const Tensor*> ts) {
+  const Layout l = (*ts.begin())->layout();
+  for (const Tensor* t : ts)
+    if (t->dtype() != DType::kF32 || t->layout() != l) return 0;
+  return channel_block(l);
+}
 
 // A relu fused into an op's loop (Backend::fuses_relu), as the relu layer computes it
 // (engine/activation_math.h): relu_if<Relu>(v) its value; relu_grad_if<Relu>(g, y, e) its

@@ -310,14 +310,6 @@ void global_average_backward(T* dx, const T* dy, const ChannelRuns& v) {
   }
 }
 
-// The block of tensors (of any shapes) that are all fp32 in one blocked order (8, 16), else 0.
-int blocked_f32(std::initializer_list<const Tensor*> ts) {
-  const Layout l = (*ts.begin())->layout();
-  for (const Tensor* t : ts)
-    if (t->dtype() != DType::kF32 || t->layout() != l) return 0;
-  return channel_block(l);
-}
-
 // A window's non-padding rows [hs, he) and columns [ws, we).
 struct Window {
   int64_t hs, he, ws, we;
