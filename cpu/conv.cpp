@@ -99,14 +99,17 @@ memory::desc activation_desc(const Tensor& t, const memory::dims& d, memory::dat
 
 // Whether a pass reads and writes its two activations as they are, NCHW: both are fp32 and plain
 // only because their channels are no whole number of the blocks the backend keeps fp32 images in
-// (LeNet's 20 and 50; `min_channels`: the input's fewest, for the weight gradient). oneDNN's
+// (LeNet's 20 and 50; with `whole_block_in`, a's channels at least a block, for the weight
+// gradient: from 1 or 3 input channels the NCHW kernel's took LeNet's first convolution 5 times
+// as long as the blocked one with its reorders). oneDNN's
 // blocked kernels would then need a reorder of each, around every call; its NCHW kernel (im2col
 // and a matrix product, gemm:jit) reads them as they are, and in LeNet it ran each such pass as
 // fast or faster, reorders aside (bench/README.md). Not in the plain order asked for with
 // TANDEM_CPU_FP32_LAYOUT, which measures the reorders.
-bool nchw_pass(const Backend& be, const Tensor& a, const Tensor& b, int64_t min_channels = 1) {
+bool nchw_pass(const Backend& be, const Tensor& a, const Tensor& b, bool whole_block_in = false) {
   const Layout blocks = be.activation_layout(DType::kF32, Shape{1, 16, 1, 1});
   if (blocks == Layout::kPlain) return false;
+  const int64_t min_channels = whole_block_in ? channel_block(blocks) : 1;
   auto unblocked = [&](const Tensor& t) {
     return t.is_f32_plain() && t.shape().rank() == 4 &&
            be.activation_layout(DType::kF32, t.shape()) == Layout::kPlain;
@@ -400,10 +403,7 @@ void CpuBackend::conv2d_backward_filter(Tensor& dw, const Tensor& dy, const Tens
         return dnnl::convolution_backward_weights::primitive_desc(
             d, scratchpad_attr(), engine(), forward_hint(g, src, dst, dt, engine()));
       };
-      // From 1 or 3 input channels, the NCHW kernel's weight gradient took LeNet's first
-      // convolution 5 times as long as the blocked one with its reorders: a block's worth at least.
-      const int64_t block = channel_block(activation_layout(DType::kF32, Shape{1, 16, 1, 1}));
-      auto pd = pass_pd(nchw_pass(*this, x, dy, block), x, g.src, dy, g.dst, dt, make);
+      auto pd = pass_pd(nchw_pass(*this, x, dy, true), x, g.src, dy, g.dst, dt, make);
       e->prim = dnnl::convolution_backward_weights(pd);
       e->scratch_md = pd.scratchpad_desc();
       e->diff_dst = LayoutBridge(*this, tensor_desc(dy, g.dst), pd.diff_dst_desc(), true);
