@@ -95,7 +95,11 @@ Graph::Graph(Config& config)
                             " is taken by no later layer (the model's output is the last layer's)",
                         "name it in a later layer's 'inputs:', or remove it");
   consumers_.assign(count + 1, 0);
-  for (size_t k = 0; k <= count; ++k) consumers_[k] = static_cast<int>(takers[k].size());
+  only_taker_.assign(count + 1, -1);
+  for (size_t k = 0; k <= count; ++k) {
+    consumers_[k] = static_cast<int>(takers[k].size());
+    if (takers[k].size() == 1) only_taker_[k] = static_cast<int>(takers[k].front());
+  }
   for (size_t i = 0; i < count; ++i)
     layers_[i]->choose_init(takers[i + 1].empty() ? "" : layers_[takers[i + 1].front()]->type());
 
@@ -288,15 +292,10 @@ void Graph::allocate(Backend& backend, int64_t max_batch, uint64_t seed) {
   // Gradient buffers, from the top down: an activation taken only by a view layer shares that
   // layer's output gradient's storage.
   shares_grad_.assign(count, false);
-  std::vector<int> only_taker(count + 1, -1);
-  for (size_t i = 0; i < count; ++i)
-    for (int a : inputs_[i])
-      if (consumers_[static_cast<size_t>(a)] == 1)
-        only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
   int64_t scratch = 0;
   for (size_t k = count; k >= 1; --k) {
     const Shape& shape = acts_[k].shape();
-    const int j = only_taker[k];
+    const int j = only_taker_[k];
     if (j >= 0 && views_[static_cast<size_t>(j)]) {
       grads_[k] = grads_[static_cast<size_t>(j) + 1].reshape(shape);
       shares_grad_[static_cast<size_t>(j)] = true;
@@ -322,12 +321,6 @@ void Graph::choose_fusions(const Backend& backend, const std::function<DType(siz
     layer->take_relu_before(false);
   }
   if (const char* v = std::getenv("TANDEM_FUSION"); v && std::string(v) == "off") return;
-  // The layer that alone takes each activation, or -1.
-  std::vector<int> only_taker(count + 1, -1);
-  for (size_t i = 0; i < count; ++i)
-    for (int a : inputs_[i])
-      if (consumers_[static_cast<size_t>(a)] == 1)
-        only_taker[static_cast<size_t>(a)] = static_cast<int>(i);
   for (size_t j = 0; j < count; ++j) {
     if (layers_[j]->type() != "relu" || inputs_[j].size() != 1) continue;
     // The relu alone takes its input, an inner activation of its own dtype (not the input, whose
@@ -344,7 +337,7 @@ void Graph::choose_fusions(const Backend& backend, const std::function<DType(siz
       fused_into_[j] = static_cast<int>(p);
       continue;
     }
-    const int k = only_taker[j + 1];  // or the one layer that takes the relu's output
+    const int k = only_taker_[j + 1];  // or the one layer that takes the relu's output
     if (k >= 0 && inputs_[static_cast<size_t>(k)].size() == 1 &&
         !layers_[static_cast<size_t>(k)]->relu_before() &&
         layers_[static_cast<size_t>(k)]->can_take_relu_before(backend, d)) {

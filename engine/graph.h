@@ -132,6 +132,7 @@ class Graph {
   Tensor packed_values_, packed_grads_;
   std::vector<std::vector<int>> inputs_;  // per layer, the activations it takes
   std::vector<int> consumers_;            // per activation, how many layer inputs take it
+  std::vector<int> only_taker_;           // per activation, the layer that alone takes it, or -1
   // Per activation: whether the backward pass computes its gradient (some layer at or below it
   // has parameters).
   std::vector<bool> needs_grad_;
