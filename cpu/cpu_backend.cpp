@@ -128,9 +128,10 @@ Layout fp32_image_layout() {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, int64_t batch_size)
+CpuBackend::CpuBackend(int threads, int64_t batch_size, bool winograd)
     : threads_(threads > 0 ? threads : omp_get_num_procs()),
       batch_size_(batch_size),
+      winograd_(winograd),
       engine_(dnnl::engine::kind::cpu, 0),
       stream_(engine_),
       stats_(std::make_shared<CpuMemoryStats>()) {
@@ -282,7 +283,7 @@ void LayoutBridge::run(dnnl::stream& s) {
   }
 }
 
-std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size) {
+std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size, bool winograd) {
 #ifdef TANDEM_CPU_AVX2
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     throw DeviceError(
@@ -290,12 +291,13 @@ std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size) {
         "rebuild with cmake -DTANDEM_CPU_AVX2=OFF (make CMAKE_FLAGS=-DTANDEM_CPU_AVX2=OFF) "
         "for any x86-64 CPU");
 #endif
-  return std::make_unique<CpuBackend>(threads, batch_size);
+  return std::make_unique<CpuBackend>(threads, batch_size, winograd);
 }
 
 void register_cpu_backend() {
-  register_backend(
-      "cpu", [](const BackendOptions& o) { return make_cpu_backend(o.threads, o.batch_size); });
+  register_backend("cpu", [](const BackendOptions& o) {
+    return make_cpu_backend(o.threads, o.batch_size, o.cpu_winograd);
+  });
 }
 
 }  // namespace tandem

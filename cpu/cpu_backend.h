@@ -12,6 +12,8 @@ namespace tandem {
 void register_cpu_backend();
 
 // threads: 0 for every core. batch_size: the run's, named in the out-of-memory hint (0: unknown).
-std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size = 0);
+// winograd: BackendOptions::cpu_winograd.
+std::unique_ptr<Backend> make_cpu_backend(int threads, int64_t batch_size = 0,
+                                          bool winograd = true);
 
 }  // namespace tandem

@@ -39,7 +39,7 @@ struct CpuCacheEntry {
 
 class CpuBackend : public Backend {
  public:
-  explicit CpuBackend(int threads, int64_t batch_size = 0);
+  explicit CpuBackend(int threads, int64_t batch_size = 0, bool winograd = true);
 
   std::string name() const override { return "cpu"; }
   InfoRows info() const override;
@@ -166,6 +166,9 @@ class CpuBackend : public Backend {
   // An attribute asking for a user-provided scratchpad (see scratchpad()).
   static dnnl::primitive_attr scratchpad_attr();
 
+  // Whether fp32 3x3 stride-1 convolutions may take oneDNN's Winograd kernel (cpu/conv.cpp).
+  bool winograd() const { return winograd_; }
+
   // Placement lines for ops written outside the class (cpu/mixed_precision.cpp).
   bool tracing_placement() const { return tracing(); }
   void place(const std::string& line) const { placed(line); }
@@ -175,6 +178,7 @@ class CpuBackend : public Backend {
   Layout fp32_images_;  // fp32 activations' blocked order (plain where oneDNN blocks nothing)
   std::map<DType, ArithmeticPeak> peaks_;  // arithmetic_peak's, by dtype
   int64_t batch_size_;                     // the run's, for the out-of-memory hint (0: unknown)
+  bool winograd_;                          // BackendOptions::cpu_winograd
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::shared_ptr<CpuMemoryStats> stats_;

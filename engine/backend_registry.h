@@ -20,6 +20,9 @@ struct BackendOptions {
   // GPU convolutions: time cuDNN's candidate algorithms once per shape (cudnnFind*) rather than
   // take its heuristic ranking (gpu.conv_algo).
   bool find_conv_algorithms = false;
+  // CPU fp32 convolutions with a 3x3 window at stride 1: oneDNN's Winograd kernel where it has one
+  // for the shape (cpu.conv_algo: auto); false: its direct kernels only (cpu.conv_algo: direct).
+  bool cpu_winograd = true;
   int64_t batch_size = 0;  // the run's, named in the GPU's out-of-memory hint (0: unknown)
   // Tests: every 16-bit GPU convolution pass takes the path of a shape for which cuDNN offers no
   // 16-bit algorithm (computed in fp32 on converted copies), so that path is checked on any GPU.

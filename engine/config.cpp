@@ -331,7 +331,7 @@ void parse_loss(ConfigMap& top, Config& c) {
   loss.finish();
 }
 
-// deterministic, precision and gpu: how the devices compute.
+// deterministic, precision, cpu and gpu: how the devices compute.
 void parse_device_settings(ConfigMap& top, Config& c) {
   c.deterministic = top.get_bool("deterministic", false);
   if (const std::string p = top.get_string("precision", "fp32"); p == "amp" || p == "mixed")
@@ -344,6 +344,9 @@ void parse_device_settings(ConfigMap& top, Config& c) {
   if (c.gpu_workspace_mb < 0) gpu.fail("workspace_mb", "expected zero or more megabytes");
   c.gpu_conv_algo = gpu.get_choice("conv_algo", "auto", {"auto", "find", "heuristic"});
   gpu.finish();
+  ConfigMap cpu = top.map("cpu");
+  c.cpu_conv_algo = cpu.get_choice("conv_algo", "auto", {"auto", "direct"});
+  cpu.finish();
 }
 
 // The sections in the order a config is read, so that the first problem in it is the one named.

@@ -204,6 +204,9 @@ struct Config {
   // How cuDNN's convolution algorithms are chosen: find (timed once per shape), heuristic, or
   // auto: find, unless deterministic (a timed choice can differ from run to run).
   std::string gpu_conv_algo = "auto";
+  // The CPU's fp32 3x3 stride-1 convolutions: auto (oneDNN's Winograd kernel where it has one for
+  // the shape, its direct kernels elsewhere) or direct (direct kernels only).
+  std::string cpu_conv_algo = "auto";
 };
 
 // The one of `known` that `typed` most likely misspells (a letter or so apart, another case, a

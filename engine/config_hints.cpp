@@ -20,7 +20,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& sections() 
        {"format", "path", "normalize", "val_split", "test_split", "augment", "cache_mb", "workers",
         "resize", "skip_bad", "classes", "train_size", "test_size"}},
       {"",
-       {"name", "input", "layers", "loss", "data", "train", "deterministic", "precision", "gpu"}},
+       {"name", "input", "layers", "loss", "data", "train", "deterministic", "precision", "cpu",
+        "gpu"}},
   };
   return s;
 }

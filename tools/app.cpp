@@ -150,6 +150,7 @@ BackendOptions backend_options(const Config& c, const DeviceSpec& d) {
   o.workspace_bytes = static_cast<size_t>(c.gpu_workspace_mb) << 20;
   o.find_conv_algorithms =
       c.gpu_conv_algo == "find" || (c.gpu_conv_algo == "auto" && !c.deterministic);
+  o.cpu_winograd = c.cpu_conv_algo == "auto";
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -49,8 +50,23 @@ struct BenchRow {
   std::string reason;  // why it did not run; empty: it did
   BenchResult b;
   ArithmeticPeak peak;  // the backend's in the row's precision (gflops 0: not known)
+  // A convolution of the run took a Winograd or FFT algorithm (fewer multiplications than the
+  // direct sum the FLOP count assumes): its GFLOP/s and share of the peak can pass 100%.
+  bool transformed = false;
   bool ran() const { return reason.empty(); }
 };
+
+// Whether a placement line names a Winograd or FFT convolution: oneDNN's jit_wino_* kernels,
+// cuDNN's WINOGRAD, WINOGRAD_NONFUSED, FFT and FFT_TILING algorithms.
+bool transformed_convolutions(const std::vector<std::string>& placement) {
+  for (std::string line : placement) {
+    std::transform(line.begin(), line.end(), line.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (line.find("wino") != std::string::npos || line.find("fft") != std::string::npos)
+      return true;
+  }
+  return false;
+}
 
 // A training step's arithmetic rate: 3x the forward FLOPs (forward, input and weight gradients).
 double train_gflops(const BenchRow& row, int64_t forward_flops_per_sample) {
@@ -135,6 +151,7 @@ std::string bench_json(const BenchRow& row, const BenchRow* ref, const std::stri
     s += fmt::format(", \"peak_gflops\": {:.1f}, \"percent_of_peak\": {:.1f}", row.peak.gflops,
                      100 * gflops / row.peak.gflops);
   s += ", \"peak_how\": " + json_string(row.peak.how);
+  s += fmt::format(", \"transformed_convolutions\": {}", row.transformed);
   if (ref)
     s += fmt::format(", \"train_speedup\": {:.3f}, \"infer_speedup\": {:.3f}",
                      b.train_images_per_second / ref->b.train_images_per_second,
@@ -167,6 +184,13 @@ std::vector<std::string> peak_lines(const std::vector<BenchRow>& rows) {
                           who, row.peak.gflops, row.peak.how)
             : fmt::format("(of peak: {}'s peak is {})", who, row.peak.how);
     if (std::find(out.begin(), out.end(), line) == out.end()) out.push_back(line);
+    const std::string transformed = fmt::format(
+        "({}: convolutions ran Winograd or FFT algorithms (--log-placement names them), which "
+        "do fewer multiplications than the direct sums counted here: its GFLOP/s and of peak "
+        "can pass 100%)",
+        who);
+    if (row.transformed && std::find(out.begin(), out.end(), transformed) == out.end())
+      out.push_back(transformed);
   }
   return out;
 }
@@ -345,6 +369,7 @@ int run_bench(const RunRequest& r) {
         row.b = bench(graph, *loss, *backend, c.train.optimizer, batch, r.steps, r.warmup,
                       c.train.seed);
         row.peak = backend->arithmetic_peak(activation_dtype(parse_precision(c.precision)));
+        row.transformed = transformed_convolutions(backend->placement_log());
         if (text && (r.per_layer || r.log_placement)) {
           std::vector<LayerProfile> prof =
               profile_layers(graph, *loss, *backend, c.train.optimizer, batch,

@@ -1,4 +1,6 @@
 // Convolution forward, backward-data and backward-filter of every backend against the reference.
+#include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,10 @@ std::vector<ConvCase> conv_cases() {
       {"depthwise_5x5_stride2", {2, 20, 11, 9, 20, 5, 5}, params(2, 2, 2, 2, 1, 1, 20)},
       {"depthwise_3x3_on_2x2", {3, 24, 2, 2, 24, 3, 3}, params(1, 1, 1, 1, 1, 1, 24)},
       {"depthwise_5x5_dilated_stride21", {2, 7, 12, 10, 7, 5, 5}, params(2, 1, 4, 3, 2, 2, 7)},
+      // 3x3 at stride 1 between whole blocks of 16 channels: the CPU's Winograd kernel where the
+      // CPU has AVX-512 (odd images that end in partial 4x4 tiles; no padding).
+      {"winograd_odd_image", {3, 16, 7, 9, 32, 3, 3}, params(1, 1, 1, 1)},
+      {"winograd_no_padding", {2, 32, 10, 6, 16, 3, 3}, params(1, 1, 0, 0)},
   };
 }
 
@@ -135,6 +141,76 @@ TEST_P(ConvTest, PlacementLogNamesEachCachedPrimitiveOnce) {
 }
 
 TANDEM_INSTANTIATE_BACKEND_SUITE(ConvTest);
+
+// The three passes of a 16 -> 32 channel convolution on a CPU backend with cpu_winograd as given,
+// the placement lines they added and the results (y, dx, dw).
+struct CpuConvRun {
+  std::vector<std::string> lines;
+  Floats y, dx, dw;
+};
+
+CpuConvRun run_cpu_conv(bool winograd, const reference::ConvShape& s, const Conv2dParams& p) {
+  BackendOptions o;
+  o.cpu_winograd = winograd;
+  std::unique_ptr<Backend> be = create_backend("cpu", o);
+  const int64_t P = s.p(p), Q = s.q(p);
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  auto tensor = [&](const Shape& shape) {
+    Tensor t(*be, shape);
+    Floats v(static_cast<size_t>(t.numel()));
+    for (float& e : v) e = uniform(gen);
+    be->upload(t, v.data());
+    return t;
+  };
+  Tensor x = tensor({s.n, s.c, s.h, s.w}), w = tensor({s.k, s.c, s.r, s.s});
+  Tensor dy = tensor({s.n, s.k, P, Q});
+  Tensor y(*be, {s.n, s.k, P, Q}), dx(*be, x.shape()), dw(*be, w.shape());
+  be->conv2d_forward(y, x, w, nullptr, p);
+  be->conv2d_backward_data(dx, dy, w, p);
+  be->conv2d_backward_filter(dw, dy, x, p);
+  auto host = [&](const Tensor& t) {
+    Floats v(static_cast<size_t>(t.numel()));
+    be->download(v.data(), t);
+    return v;
+  };
+  return {be->placement_log(), host(y), host(dx), host(dw)};
+}
+
+int winograd_lines(const std::vector<std::string>& lines) {
+  int n = 0;
+  for (const std::string& line : lines) n += line.find("jit_wino") != std::string::npos;
+  return n;
+}
+
+// cpu.conv_algo: auto takes oneDNN's Winograd kernel for each pass of a 3x3 stride-1 convolution
+// between whole blocks of 16 channels (on a CPU with AVX-512: the only ones oneDNN has it for),
+// and not for 3 input channels, stride 2 or a 5x5 window; direct never does. The two agree, and
+// Winograd gives the same bits from run to run.
+TEST(CpuWinograd, TakenForWholeBlock3x3StrideOneOnlyAndAgreesWithDirect) {
+  const reference::ConvShape s{3, 16, 7, 9, 32, 3, 3};
+  const CpuConvRun wino = run_cpu_conv(true, s, params(1, 1, 1, 1));
+  const CpuConvRun direct = run_cpu_conv(false, s, params(1, 1, 1, 1));
+  EXPECT_EQ(winograd_lines(direct.lines), 0);
+  EXPECT_LT(relative_error(wino.y, Doubles(direct.y.begin(), direct.y.end())), 1e-5);
+  EXPECT_LT(relative_error(wino.dx, Doubles(direct.dx.begin(), direct.dx.end())), 1e-5);
+  EXPECT_LT(relative_error(wino.dw, Doubles(direct.dw.begin(), direct.dw.end())), 1e-5);
+  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
+  if (cpu->activation_layout(DType::kF32, Shape{1, 16, 1, 1}) != Layout::kBlocked16)
+    GTEST_SKIP() << "oneDNN has Winograd kernels only for CPUs with AVX-512, which this one "
+                    "lacks (or DNNL_MAX_CPU_ISA holds back): the direct kernels ran both";
+  EXPECT_EQ(winograd_lines(wino.lines), 3) << ::testing::PrintToString(wino.lines);
+  const CpuConvRun again = run_cpu_conv(true, s, params(1, 1, 1, 1));  // run to run: the same bits
+  EXPECT_EQ(again.y, wino.y);
+  EXPECT_EQ(again.dx, wino.dx);
+  EXPECT_EQ(again.dw, wino.dw);
+  EXPECT_EQ(winograd_lines(run_cpu_conv(true, {2, 3, 8, 8, 16, 3, 3}, params(1, 1, 1, 1)).lines),
+            0);
+  EXPECT_EQ(winograd_lines(run_cpu_conv(true, {2, 16, 8, 8, 16, 3, 3}, params(2, 2, 1, 1)).lines),
+            0);
+  EXPECT_EQ(winograd_lines(run_cpu_conv(true, {2, 16, 8, 8, 16, 5, 5}, params(1, 1, 2, 2)).lines),
+            0);
+}
 
 }  // namespace
 }  // namespace tandem::testing

@@ -121,6 +121,15 @@ TEST(Config, GpuConvolutionAlgorithmsAreTimedUnlessHeuristicOrDeterministic) {
   EXPECT_FALSE(options(std::string(kGood) + "gpu: {conv_algo: heuristic}\n").find_conv_algorithms);
 }
 
+TEST(Config, CpuWinogradUnlessConvAlgoDirect) {
+  auto options = [](const std::string& text) {
+    return backend_options(parse_config(text, "c.yaml"), DeviceSpec{"cpu", -1, "cpu", ""});
+  };
+  EXPECT_EQ(parse_config(kGood, "good.yaml").cpu_conv_algo, "auto");
+  EXPECT_TRUE(options(kGood).cpu_winograd);
+  EXPECT_FALSE(options(std::string(kGood) + "cpu: {conv_algo: direct}\n").cpu_winograd);
+}
+
 // One buffer of values and one of gradients, each param at a 64-byte boundary, in order.
 TEST(Graph, AllocatePacksTheParamsIntoOneAlignedBuffer) {
   Config c = parse_config(kGood, "good.yaml");
@@ -347,6 +356,9 @@ INSTANTIATE_TEST_SUITE_P(
             "UnknownConvAlgo",
             std::string(kGood) + "gpu: {conv_algo: fastest}\n",
             {"bad.yaml:17:7: gpu: 'conv_algo': unknown value 'fastest'", "auto, find, heuristic"}},
+        BadConfig{"UnknownCpuConvAlgo",
+                  std::string(kGood) + "cpu: {conv_algo: winograd}\n",
+                  {"bad.yaml:17:7: cpu: 'conv_algo': unknown value 'winograd'", "auto, direct"}},
         BadConfig{"UnknownDataFormat",
                   with("format: synthetic", "format: imagenet"),
                   {"bad.yaml:9:8: data: 'format': unknown value 'imagenet'", "mnist, cifar10"}},
