@@ -115,13 +115,18 @@ namespace {
 // it runs AVX-512 kernels, 8 where AVX2 (DNNL_MAX_CPU_ISA lowers both); plain below that, and
 // where TANDEM_CPU_FP32_LAYOUT=plain asks for the plain order (reorders around every
 // convolution, as before; for measuring what the blocked order saves).
+// Whether oneDNN runs its AVX-512 kernels here (its fp32 Winograd kernel among them).
+bool onednn_avx512() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  return isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
+         isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
+}
+
 Layout fp32_image_layout() {
   if (const char* v = std::getenv("TANDEM_CPU_FP32_LAYOUT"); v && std::string(v) == "plain")
     return Layout::kPlain;
+  if (onednn_avx512()) return Layout::kBlocked16;
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
-  if (isa == dnnl::cpu_isa::avx512_core || isa == dnnl::cpu_isa::avx512_core_vnni ||
-      isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx)
-    return Layout::kBlocked16;
   if (isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni) return Layout::kBlocked8;
   return Layout::kPlain;
 }
@@ -169,6 +174,11 @@ InfoRows CpuBackend::info() const {
                          "; precision: bf16 is refused)"},
       {"oneDNN",
        std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)},
+      // cpu/conv.cpp (winograd_pass): oneDNN has its fp32 Winograd kernel on AVX-512 only.
+      {"Conv", !winograd_ ? "direct (cpu: {conv_algo: direct})"
+               : onednn_avx512()
+                   ? "Winograd in fp32 for 3x3 at stride 1 (cpu.conv_algo), else direct"
+                   : "direct (oneDNN's Winograd kernels need AVX-512)"},
   };
 }
 
