@@ -133,10 +133,17 @@ bool winograd_pass(const CpuBackend& be, const Conv2dParams& p, const memory::di
          p.dilation_w == 1;
 }
 
+// The most scratch memory a Winograd pass may take (the GPU's default convolution workspace
+// limit). Its weight gradient keeps a transformed copy of the weights per thread: for 512
+// channels 131 MB at 2 threads, 660 MB at 16 and 2.5 GB at 64. Above the limit the direct kernel
+// runs, which needs almost none.
+constexpr size_t kWinogradScratchBytes = size_t{256} << 20;
+
 // A pass's primitive descriptor from make(algorithm, src or diff_src desc, dst or diff_dst desc):
 // with `winograd` (winograd_pass), oneDNN's Winograd kernel where it has one for the shape on this
-// CPU; else NCHW as stored where nchw (nchw_pass), unless oneDNN then has only its reference
-// kernel for it; else the direct algorithm as activation_desc says.
+// CPU and its scratchpad is within kWinogradScratchBytes; else NCHW as stored where nchw
+// (nchw_pass), unless oneDNN then has only its reference kernel for it; else the direct algorithm
+// as activation_desc says.
 template <typename Make>
 auto pass_pd(bool winograd, bool nchw, const Tensor& a, const memory::dims& da, const Tensor& b,
              const memory::dims& db, memory::data_type dt, Make make) {
@@ -145,7 +152,9 @@ auto pass_pd(bool winograd, bool nchw, const Tensor& a, const memory::dims& da, 
     try {
       auto pd = make(dnnl::algorithm::convolution_winograd, activation_desc(a, da, dt),
                      activation_desc(b, db, dt));
-      if (impl_name(pd).find("wino") != std::string::npos) return pd;
+      if (impl_name(pd).find("wino") != std::string::npos &&
+          pd.scratchpad_desc().get_size() <= kWinogradScratchBytes)
+        return pd;
     } catch (const dnnl::error&) {
       // unimplemented: no Winograd kernel for this shape or CPU; the direct one follows
     }

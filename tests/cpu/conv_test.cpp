@@ -149,9 +149,11 @@ struct CpuConvRun {
   Floats y, dx, dw;
 };
 
-CpuConvRun run_cpu_conv(bool winograd, const reference::ConvShape& s, const Conv2dParams& p) {
+CpuConvRun run_cpu_conv(bool winograd, const reference::ConvShape& s, const Conv2dParams& p,
+                        int threads = 0) {
   BackendOptions o;
   o.cpu_winograd = winograd;
+  o.threads = threads;
   std::unique_ptr<Backend> be = create_backend("cpu", o);
   const int64_t P = s.p(p), Q = s.q(p);
   std::mt19937 gen(5);
@@ -210,6 +212,23 @@ TEST(CpuWinograd, TakenForWholeBlock3x3StrideOneOnlyAndAgreesWithDirect) {
             0);
   EXPECT_EQ(winograd_lines(run_cpu_conv(true, {2, 16, 8, 8, 16, 5, 5}, params(1, 1, 2, 2)).lines),
             0);
+}
+
+// A Winograd pass whose scratchpad would pass 256 MiB runs the direct kernel instead: the weight
+// gradient of 512 channels keeps a transformed copy of the weights per thread (2.5 GB at 64
+// threads), the forward pass and the input gradient do not (54 MB).
+TEST(CpuWinograd, NotWhereItsScratchpadWouldPass256MiB) {
+  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
+  if (cpu->activation_layout(DType::kF32, Shape{1, 16, 1, 1}) != Layout::kBlocked16)
+    GTEST_SKIP() << "oneDNN has Winograd kernels only for CPUs with AVX-512, which this one "
+                    "lacks (or DNNL_MAX_CPU_ISA holds back)";
+  const reference::ConvShape s{1, 512, 4, 4, 512, 3, 3};
+  const CpuConvRun many = run_cpu_conv(true, s, params(1, 1, 1, 1), 64);
+  ASSERT_EQ(many.lines.size(), 3u);
+  EXPECT_NE(many.lines[0].find("jit_wino"), std::string::npos) << many.lines[0];
+  EXPECT_NE(many.lines[1].find("jit_wino"), std::string::npos) << many.lines[1];
+  EXPECT_EQ(many.lines[2].find("jit_wino"), std::string::npos) << many.lines[2];
+  EXPECT_EQ(winograd_lines(run_cpu_conv(true, s, params(1, 1, 1, 1), 2).lines), 3);
 }
 
 }  // namespace
