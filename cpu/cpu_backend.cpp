@@ -111,10 +111,6 @@ std::string impl_name(const dnnl::primitive_desc_base& pd) {
 
 namespace {
 
-// The blocked order oneDNN's fp32 convolutions choose on this CPU: 16 channels to a block where
-// it runs AVX-512 kernels, 8 where AVX2 (DNNL_MAX_CPU_ISA lowers both); plain below that, and
-// where TANDEM_CPU_FP32_LAYOUT=plain asks for the plain order (reorders around every
-// convolution, as before; for measuring what the blocked order saves).
 // Whether oneDNN runs its AVX-512 kernels here (its fp32 Winograd kernel among them).
 bool onednn_avx512() {
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
@@ -122,6 +118,10 @@ bool onednn_avx512() {
          isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
 }
 
+// The blocked order oneDNN's fp32 convolutions choose on this CPU: 16 channels to a block where
+// it runs AVX-512 kernels, 8 where AVX2 (DNNL_MAX_CPU_ISA lowers both); plain below that, and
+// where TANDEM_CPU_FP32_LAYOUT=plain asks for the plain order (reorders around every
+// convolution, as before; for measuring what the blocked order saves).
 Layout fp32_image_layout() {
   if (const char* v = std::getenv("TANDEM_CPU_FP32_LAYOUT"); v && std::string(v) == "plain")
     return Layout::kPlain;
