@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -12,6 +11,7 @@
 #include "engine/config.h"
 #include "engine/config_yaml.h"
 #include "engine/error.h"
+#include "engine/text.h"
 
 namespace tandem {
 
@@ -60,11 +60,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // Names other frameworks use for tandem's keys and layer types; a name that stands for two of

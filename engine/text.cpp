@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -37,6 +38,11 @@ std::vector<std::string> split(const std::string& text, char separator) {
     start = end + 1;
   }
   return out;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 std::string format_bytes(uint64_t bytes) {

@@ -11,6 +11,9 @@ namespace tandem {
 // and "" is {""}.
 std::vector<std::string> split(const std::string& text, char separator);
 
+// `s` with its ASCII letters in lower case.
+std::string lower(std::string s);
+
 // A byte count for people: "1 byte", "512 bytes", "1.5 KiB", "12.0 MiB", "3.0 GiB" (GiB the
 // largest unit: a huge size stays in GiB, "3072.0 GiB").
 std::string format_bytes(uint64_t bytes);

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -29,6 +28,7 @@
 #include "engine/precision.h"
 #include "engine/progress.h"
 #include "engine/report.h"
+#include "engine/text.h"
 #include "engine/trainer.h"
 #include "engine/user_message.h"
 #include "tools/app.h"
@@ -59,12 +59,10 @@ struct BenchRow {
 // Whether a placement line names a Winograd or FFT convolution: oneDNN's jit_wino_* kernels,
 // cuDNN's WINOGRAD, WINOGRAD_NONFUSED, FFT and FFT_TILING algorithms.
 bool transformed_convolutions(const std::vector<std::string>& placement) {
-  for (std::string line : placement) {
-    std::transform(line.begin(), line.end(), line.begin(),
-                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-    if (line.find("wino") != std::string::npos || line.find("fft") != std::string::npos)
+  for (const std::string& line : placement)
+    if (const std::string l = lower(line);
+        l.find("wino") != std::string::npos || l.find("fft") != std::string::npos)
       return true;
-  }
   return false;
 }
 

@@ -619,8 +619,7 @@ class Importer {
     while (!last.empty() &&
            (std::isdigit(static_cast<unsigned char>(last.back())) || last.back() == '_'))
       last.pop_back();
-    std::string op = n.op_type();
-    std::transform(op.begin(), op.end(), op.begin(), ::tolower);
+    const std::string op = lower(n.op_type());
     const bool pools =
         type.find("pool") != std::string::npos && last.find("pool") != std::string::npos;
     return last == type || last == op || pools ? scope : scope + "." + type;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +17,7 @@
 #include "engine/atomic_file.h"
 #include "engine/error.h"
 #include "engine/report.h"
+#include "engine/text.h"
 
 namespace tandem {
 
@@ -226,9 +226,7 @@ const char* point_glyph(const PlotSeries& s) {
 
 void check_plot_path(const std::string& path) {
   namespace fs = std::filesystem;
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string ext = lower(fs::path(path).extension().string());
   if (ext != ".png")
     throw UsageError("--plot " + path + ": plots are PNG files", "give a name ending in .png");
   prepare_output_file(path, "--plot", "plot.png");
