@@ -37,6 +37,15 @@ inline double relative_error(const Floats& got, const Doubles& ref) {
   return diff / scale;
 }
 
+// n uniform random values in [lo, hi) from a fixed seed.
+inline Floats random_floats(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  Floats v(static_cast<size_t>(n));
+  for (float& x : v) x = d(gen);
+  return v;
+}
+
 constexpr double kTolerance = 1e-4;
 // A GPU convolution against the reference, here and in the CPU/GPU parity suite: cuDNN's timed
 // search or its heuristics may take an FFT or Winograd algorithm, which computes in a transformed
@@ -78,13 +87,9 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
     be().upload(t, host.data());
     return t;
   }
-  // Uniform random values in [lo, hi) from a fixed seed.
+  // Uniform random values in [lo, hi) from a fixed seed (random_floats).
   static Floats random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-    std::mt19937 gen(seed);
-    std::uniform_real_distribution<float> d(lo, hi);
-    Floats v(n);
-    for (float& x : v) x = d(gen);
-    return v;
+    return random_floats(n, seed, lo, hi);
   }
   Floats download(const Tensor& t) {
     be().synchronize();

@@ -1,6 +1,5 @@
 // Convolution forward, backward-data and backward-filter of every backend against the reference.
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -156,17 +155,13 @@ CpuConvRun run_cpu_conv(bool winograd, const reference::ConvShape& s, const Conv
   o.threads = threads;
   std::unique_ptr<Backend> be = create_backend("cpu", o);
   const int64_t P = s.p(p), Q = s.q(p);
-  std::mt19937 gen(5);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  auto tensor = [&](const Shape& shape) {
+  auto tensor = [&](const Shape& shape, uint32_t seed) {
     Tensor t(*be, shape);
-    Floats v(static_cast<size_t>(t.numel()));
-    for (float& e : v) e = uniform(gen);
-    be->upload(t, v.data());
+    be->upload(t, random_floats(t.numel(), seed).data());
     return t;
   };
-  Tensor x = tensor({s.n, s.c, s.h, s.w}), w = tensor({s.k, s.c, s.r, s.s});
-  Tensor dy = tensor({s.n, s.k, P, Q});
+  Tensor x = tensor({s.n, s.c, s.h, s.w}, 1), w = tensor({s.k, s.c, s.r, s.s}, 2);
+  Tensor dy = tensor({s.n, s.k, P, Q}, 3);
   Tensor y(*be, {s.n, s.k, P, Q}), dx(*be, x.shape()), dw(*be, w.shape());
   be->conv2d_forward(y, x, w, nullptr, p);
   be->conv2d_backward_data(dx, dy, w, p);
@@ -178,6 +173,15 @@ CpuConvRun run_cpu_conv(bool winograd, const reference::ConvShape& s, const Conv
   };
   return {be->placement_log(), host(y), host(dx), host(dw)};
 }
+
+// Whether oneDNN runs its AVX-512 kernels here: the only ones it has a Winograd kernel for.
+bool onednn_has_winograd() {
+  return create_backend("cpu", {})->activation_layout(DType::kF32, Shape{1, 16, 1, 1}) ==
+         Layout::kBlocked16;
+}
+constexpr const char* kNoWinograd =
+    "oneDNN has Winograd kernels only for CPUs with AVX-512, which this one lacks (or "
+    "DNNL_MAX_CPU_ISA holds back)";
 
 int winograd_lines(const std::vector<std::string>& lines) {
   int n = 0;
@@ -197,10 +201,7 @@ TEST(CpuWinograd, TakenForWholeBlock3x3StrideOneOnlyAndAgreesWithDirect) {
   EXPECT_LT(relative_error(wino.y, Doubles(direct.y.begin(), direct.y.end())), 1e-5);
   EXPECT_LT(relative_error(wino.dx, Doubles(direct.dx.begin(), direct.dx.end())), 1e-5);
   EXPECT_LT(relative_error(wino.dw, Doubles(direct.dw.begin(), direct.dw.end())), 1e-5);
-  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
-  if (cpu->activation_layout(DType::kF32, Shape{1, 16, 1, 1}) != Layout::kBlocked16)
-    GTEST_SKIP() << "oneDNN has Winograd kernels only for CPUs with AVX-512, which this one "
-                    "lacks (or DNNL_MAX_CPU_ISA holds back): the direct kernels ran both";
+  if (!onednn_has_winograd()) GTEST_SKIP() << kNoWinograd << ": the direct kernels ran both";
   EXPECT_EQ(winograd_lines(wino.lines), 3) << ::testing::PrintToString(wino.lines);
   const CpuConvRun again = run_cpu_conv(true, s, params(1, 1, 1, 1));  // run to run: the same bits
   EXPECT_EQ(again.y, wino.y);
@@ -218,10 +219,7 @@ TEST(CpuWinograd, TakenForWholeBlock3x3StrideOneOnlyAndAgreesWithDirect) {
 // gradient of 512 channels keeps a transformed copy of the weights per thread (2.5 GB at 64
 // threads), the forward pass and the input gradient do not (54 MB).
 TEST(CpuWinograd, NotWhereItsScratchpadWouldPass256MiB) {
-  std::unique_ptr<Backend> cpu = create_backend("cpu", {});
-  if (cpu->activation_layout(DType::kF32, Shape{1, 16, 1, 1}) != Layout::kBlocked16)
-    GTEST_SKIP() << "oneDNN has Winograd kernels only for CPUs with AVX-512, which this one "
-                    "lacks (or DNNL_MAX_CPU_ISA holds back)";
+  if (!onednn_has_winograd()) GTEST_SKIP() << kNoWinograd;
   const reference::ConvShape s{1, 512, 4, 4, 512, 3, 3};
   const CpuConvRun many = run_cpu_conv(true, s, params(1, 1, 1, 1), 64);
   ASSERT_EQ(many.lines.size(), 3u);

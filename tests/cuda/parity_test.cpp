@@ -29,6 +29,7 @@ constexpr double kTol = testing::kTolerance;
 // cuDNN may take FFT or Winograd algorithms: the tolerance of the convolution op tests, for the
 // same reason (backend_test_util.h).
 constexpr double kConvTol = testing::kConvTolerance;
+using testing::random_floats;
 
 double rel_error(const Floats& gpu, const Floats& cpu) {
   if (gpu.size() != cpu.size()) return INFINITY;
@@ -41,17 +42,9 @@ double rel_error(const Floats& gpu, const Floats& cpu) {
   return diff / scale;
 }
 
-Floats random(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  Floats v(static_cast<size_t>(n));
-  for (float& x : v) x = d(gen);
-  return v;
-}
-
 // Values on a coarse grid with many zeros, as after a relu: pooling windows with ties.
 Floats tied(int64_t n, uint32_t seed) {
-  Floats v = random(n, seed, -1.f, 1.f);
+  Floats v = random_floats(n, seed, -1.f, 1.f);
   for (float& x : v) x = std::max(0.f, std::round(x * 2.f) / 2.f);
   return v;
 }
@@ -79,7 +72,7 @@ class Parity : public ::testing::Test {
     gpu_->upload(p.g, host.data());
     return p;
   }
-  Pair make(const Shape& s, uint32_t seed) { return make(s, random(s.numel(), seed)); }
+  Pair make(const Shape& s, uint32_t seed) { return make(s, random_floats(s.numel(), seed)); }
   Pair labels(const std::vector<int32_t>& host) {
     Shape s{static_cast<int64_t>(host.size())};
     Pair p{Tensor(*cpu_, s, DType::kI32), Tensor(*gpu_, s, DType::kI32)};
@@ -168,9 +161,9 @@ TEST_F(Parity, BatchNormTrainingInferenceAndBackward) {
        {Shape{8, 16, 12, 12}, Shape{128, 32, 16, 16}, Shape{128, 512}, Shape{3, 5}}) {
     SCOPED_TRACE(s.str());
     const Shape c{s[1]};
-    Pair x = make(s, random(s.numel(), seed++, -2.f, 6.f)), gamma = make(c, seed++),
+    Pair x = make(s, random_floats(s.numel(), seed++, -2.f, 6.f)), gamma = make(c, seed++),
          beta = make(c, seed++);
-    Pair rm = make(c, seed++), rv = make(c, random(c.numel(), seed++, 0.5f, 2.f));
+    Pair rm = make(c, seed++), rv = make(c, random_floats(c.numel(), seed++, 0.5f, 2.f));
     Pair y = make(s, seed++), mean = make(c, seed++), inv_std = make(c, seed++);
     cpu_->batchnorm_forward_training(y.c, mean.c, inv_std.c, rm.c, rv.c, x.c, gamma.c, beta.c, 0.1f,
                                      1e-5f);
@@ -308,7 +301,7 @@ TEST_F(Parity, PoolingForwardAndBackwardWithTies) {
 TEST_F(Parity, ActivationsForwardAndBackward) {
   const Shape s{4, 6, 5, 5};
   for (Activation a : kActivations) {
-    Pair x = make(s, random(s.numel(), 31, -4.f, 4.f)), y = make(s, 32), dy = make(s, 33);
+    Pair x = make(s, random_floats(s.numel(), 31, -4.f, 4.f)), y = make(s, 32), dy = make(s, 33);
     Pair dx = make(s, 34);
     cpu_->activation_forward(y.c, x.c, a, 0.1f);
     gpu_->activation_forward(y.g, x.g, a, 0.1f);
@@ -335,7 +328,7 @@ TEST_F(Parity, MultiplyByAGateAndItsGradients) {
 TEST_F(Parity, SoftmaxCrossEntropyMseAndAccuracy) {
   const int64_t n = 33;
   const int c = 10;
-  Pair logits = make(Shape{n, c}, random(n * c, 41, -6.f, 6.f));
+  Pair logits = make(Shape{n, c}, random_floats(n * c, 41, -6.f, 6.f));
   Pair lab = labels(random_labels(n, c, 42));
   Pair loss = make(Shape{1}, 43), probs = make(Shape{n, c}, 44), d = make(Shape{n, c}, 45);
   cpu_->softmax_cross_entropy_forward(loss.c, probs.c, logits.c, lab.c, 0.f);
@@ -434,7 +427,7 @@ TEST_F(Parity, AdamAndAdamWOverThreeSteps) {
 }
 
 TEST_F(Parity, FillCopyAndCountNonfinite) {
-  Floats h = random(1000, 91);
+  Floats h = random_floats(1000, 91);
   h[3] = NAN, h[500] = INFINITY, h[999] = -INFINITY;
   Pair t = make(Shape{10, 100}, h), u = make(Shape{1000}, 92);
   EXPECT_EQ(gpu_->count_nonfinite(t.g), 3);
@@ -538,7 +531,7 @@ TEST_F(DeterministicGpu, ConvolutionGradientsAndBiasGradientRepeatBitForBit) {
 TEST_F(Parity, BatchNormRepeatsBitForBitOnTheGpu) {
   const Shape s{64, 24, 20, 20}, c{24};
   Pair x = make(s, 120), gamma = make(c, 121), beta = make(c, 122), dy = make(s, 123);
-  Pair rm = make(c, 124), rv = make(c, random(24, 125, 0.5f, 2.f));
+  Pair rm = make(c, 124), rv = make(c, random_floats(24, 125, 0.5f, 2.f));
   Pair y = make(s, 126), mean = make(c, 127), inv_std = make(c, 128);
   Pair dx = make(s, 129), dgamma = make(c, 130), dbeta = make(c, 131);
   std::vector<Floats> first;
